@@ -1,0 +1,48 @@
+import json
+
+from typer.testing import CliRunner
+
+from wordle_rl.cli import app
+
+runner = CliRunner()
+
+
+def test_play_rejects_invalid_words_without_costing_a_turn():
+    r = runner.invoke(app, ["play", "--answer", "abide"], input="xyz\nqqqqq\ncrane\nabide\n")
+    assert r.exit_code == 0, r.output
+    assert "has 3 letters" in r.output and "not in the word list" in r.output
+    assert "Solved in 2!" in r.output
+
+
+def test_play_loses_and_reveals(tmp_path):
+    r = runner.invoke(app, ["play", "--answer", "abide", "--max-turns", "2"], input="crane\nslate\n")
+    assert r.exit_code == 0
+    assert "The word was ABIDE" in r.output
+
+
+def test_play_hard_mode_message():
+    r = runner.invoke(app, ["play", "--answer", "abide", "--hard"], input="abbey\ncrane\nabide\n")
+    assert "1st letter must be A" in r.output and "Solved in 2!" in r.output
+
+
+def test_solve_one_and_all(tmp_path):
+    r = runner.invoke(app, ["solve", "--answer", "speed", "--solver", "entropy"])
+    assert r.exit_code == 0 and "Solved in" in r.output
+    out = tmp_path / "res.json"
+    r = runner.invoke(app, ["solve", "--all", "--limit", "30", "--solver", "random", "--seed", "1", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["n_games"] == 30 and len(res["games"]) == 30
+    assert res["wins"] == sum(g["won"] for g in res["games"])
+    assert sum(res["histogram"].values()) == 30
+
+
+def test_solve_errors_are_clear(tmp_path):
+    r = runner.invoke(app, ["solve", "--answer", "qqqqq"])
+    assert r.exit_code == 2 and "not in the answer list" in r.output
+    r = runner.invoke(app, ["solve"])
+    assert r.exit_code == 2 and "exactly one of" in r.output
+    bad = tmp_path / "bad.txt"
+    bad.write_text("crane\ncr4ne\n")
+    r = runner.invoke(app, ["solve", "--all", "--answers", str(bad)])
+    assert r.exit_code == 2 and f"{bad}:2:" in r.output

@@ -1,0 +1,88 @@
+import json
+import random
+
+import numpy as np
+import pytest
+
+from wordle_rl.game import cache_dir, consistent_with, hard_mode_violation
+from wordle_rl.solvers import EntropySolver, RandomSolver, SearchSolver, entropies, make_solver, play_game
+from wordle_rl.words import WordList
+
+
+@pytest.fixture(scope="module")
+def small_words(words):
+    rng = random.Random(1)
+    answers = sorted(rng.sample(words.answers, 120))
+    extra = rng.sample([w for w in words.allowed if w not in words.answer_index], 1500)
+    return WordList(answers=tuple(answers), allowed=tuple(sorted(set(answers) | set(extra))), name="small")
+
+
+def test_entropies_match_definition():
+    cols = np.array([[0, 1], [0, 2], [1, 2], [2, 2]], dtype=np.uint8)  # 4 candidates x 2 guesses
+    h = entropies(cols, 3)
+    assert h[0] == pytest.approx(1.5)  # patterns 0,0,1,2 -> 1/2,1/4,1/4
+    assert h[1] == pytest.approx(-(0.25 * np.log2(0.25) + 0.75 * np.log2(0.75)))
+    big = np.random.default_rng(0).integers(0, 243, size=(100, 7)).astype(np.uint8)
+    small = big[:20]
+    for c in (big, small):
+        ref = []
+        for j in range(c.shape[1]):
+            _, n = np.unique(c[:, j], return_counts=True)
+            p = n / n.sum()
+            ref.append(-(p * np.log2(p)).sum())
+        assert entropies(c, 243) == pytest.approx(ref)
+
+
+def test_entropy_solver_wins_and_is_deterministic(words, matrix):
+    s = EntropySolver(words, matrix=matrix)
+    assert s.opener() in words.allowed_index
+    # the opener is the argmax of expected information over all allowed guesses
+    h = s.scores(np.arange(len(words.answers)))
+    assert h[words.allowed_index[s.opener()]] == pytest.approx(h.max())
+    games = [play_game(s, a) for a in words.answers[::20]]
+    assert all(g.won for g in games)
+    assert np.mean([g.turns for g in games]) < 3.7
+    again = [play_game(EntropySolver(words, matrix=matrix), a) for a in words.answers[::20]]
+    assert [g.guesses for g in games] == [g.guesses for g in again]
+
+
+def test_random_solver_is_seeded_and_plays_candidates(words, matrix):
+    a = [play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]]
+    b = [play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]]
+    assert a == b
+    s = RandomSolver(words, matrix=matrix, seed=3)
+    rec = play_game(s, "speed")
+    hist = []
+    for g, p in zip(rec.guesses, rec.patterns):
+        assert consistent_with(hist, g)
+        hist.append((g, p))
+
+
+def test_search_beats_or_ties_greedy_and_caches_opener(small_words):
+    ent = EntropySolver(small_words)
+    srch = SearchSolver(small_words, width=4, opener_width=6)
+    e = [play_game(ent, a) for a in small_words.answers]
+    s = [play_game(srch, a) for a in small_words.answers]
+    assert all(g.won for g in s)
+    assert np.mean([g.turns for g in s]) <= np.mean([g.turns for g in e]) + 1e-9
+    table = json.loads((cache_dir() / f"openers-{small_words.digest[:20]}.json").read_text())
+    assert srch.opener() in table.values()
+    assert SearchSolver(small_words, width=4, opener_width=6).opener() == srch.opener()
+
+
+@pytest.mark.parametrize("name", ["random", "entropy", "search"])
+def test_hard_mode_guesses_are_legal(small_words, name):
+    s = make_solver(name, small_words, hard=True, seed=0, **({"width": 3, "opener_width": 4} if name == "search" else {}))
+    for a in small_words.answers[:40]:
+        rec = play_game(s, a)
+        hist = []
+        for g, p in zip(rec.guesses, rec.patterns):
+            assert hard_mode_violation(hist, g) is None
+            hist.append((g, p))
+
+
+def test_unknown_solver_and_impossible_history(words, matrix):
+    with pytest.raises(ValueError, match="unknown solver"):
+        make_solver("oracle", words)
+    with pytest.raises(ValueError, match="no answer"):
+        EntropySolver(words, matrix=matrix).guess([("crane", 242), ("slate", 242)])
