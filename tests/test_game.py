@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from wordle_rl.game import (
@@ -102,6 +102,8 @@ def test_matrix_on_repeated_letter_words():
 def test_matrix_cache_round_trip(words, matrix):
     from wordle_rl.game import cache_dir, clear_matrix_memo
 
+    clear_matrix_memo()
+    pattern_matrix(words)
     files = list(cache_dir().glob("patterns-*.npy"))
     assert files, "matrix was not cached on disk"
     clear_matrix_memo()

@@ -17,20 +17,24 @@ def small_words(words):
     return WordList(answers=tuple(answers), allowed=tuple(sorted(set(answers) | set(extra))), name="small")
 
 
+def _reference_bits(column):
+    _, n = np.unique(column, return_counts=True)
+    p = n / n.sum()
+    return -(p * np.log2(p)).sum()
+
+
 def test_entropies_match_definition():
-    cols = np.array([[0, 1], [0, 2], [1, 2], [2, 2]], dtype=np.uint8)  # 4 candidates x 2 guesses
-    h = entropies(cols, 3)
+    m = np.array([[0, 0, 1, 2], [1, 2, 2, 2]], dtype=np.uint8)  # 2 guesses x 4 answers
+    h = entropies(m, np.ascontiguousarray(m.T), np.arange(4), n_patterns=3)
     assert h[0] == pytest.approx(1.5)  # patterns 0,0,1,2 -> 1/2,1/4,1/4
     assert h[1] == pytest.approx(-(0.25 * np.log2(0.25) + 0.75 * np.log2(0.75)))
-    big = np.random.default_rng(0).integers(0, 243, size=(100, 7)).astype(np.uint8)
-    small = big[:20]
-    for c in (big, small):
-        ref = []
-        for j in range(c.shape[1]):
-            _, n = np.unique(c[:, j], return_counts=True)
-            p = n / n.sum()
-            ref.append(-(p * np.log2(p)).sum())
-        assert entropies(c, 243) == pytest.approx(ref)
+    big = np.random.default_rng(0).integers(0, 243, size=(30, 500)).astype(np.uint8)  # 30 guesses x 500 answers
+    by_answer = np.ascontiguousarray(big.T)
+    for cands in (np.arange(20), np.arange(0, 500, 3), np.array([7])):  # small kernel, large kernel, trivial
+        ref = [_reference_bits(big[g, cands]) for g in range(30)]
+        assert entropies(big, by_answer, cands) == pytest.approx(ref)
+        sub = np.array([3, 1, 29])
+        assert entropies(big, by_answer, cands, sub) == pytest.approx([ref[i] for i in sub])
 
 
 def test_entropy_solver_wins_and_is_deterministic(words, matrix):
@@ -72,7 +76,8 @@ def test_search_beats_or_ties_greedy_and_caches_opener(small_words):
 
 @pytest.mark.parametrize("name", ["random", "entropy", "search"])
 def test_hard_mode_guesses_are_legal(small_words, name):
-    s = make_solver(name, small_words, hard=True, seed=0, **({"width": 3, "opener_width": 4} if name == "search" else {}))
+    extra = {"width": 3, "opener_width": 4} if name == "search" else {}
+    s = make_solver(name, small_words, hard=True, seed=0, **extra)
     for a in small_words.answers[:40]:
         rec = play_game(s, a)
         hist = []

@@ -163,7 +163,8 @@ def solve(
         g = _solve_one(policy, a, max_turns, rng)
         for w, p in zip(g["guesses"], g["patterns"]):
             console.print(tiles(w, p))
-        console.print(f"{'Solved' if g['won'] else 'Failed'} in {g['turns']} guesses ({solver}{', hard' if hard else ''}).")
+        verdict = "Solved" if g["won"] else "Failed"
+        console.print(f"{verdict} in {g['turns']} guesses ({solver}{', hard' if hard else ''}).")
         return
     targets = list(wl.answers[:limit] if limit else wl.answers)
     t0 = time.perf_counter()

@@ -25,6 +25,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,7 @@ _ORDINALS = ["1st", "2nd", "3rd"] + [f"{i}th" for i in range(4, 33)]
 
 
 # --------------------------------------------------------------------------- scoring
+@lru_cache(maxsize=1 << 18)
 def score_tiles(guess: str, answer: str) -> tuple[int, ...]:
     """Tiles (0 grey, 1 yellow, 2 green) of ``guess`` against ``answer``; both lowercase, same length.
 
@@ -103,6 +105,7 @@ def win_pattern(length: int = 5) -> int:
     return 3**length - 1
 
 
+@lru_cache(maxsize=1 << 16)
 def pattern_to_tiles(pattern: int, length: int = 5) -> tuple[int, ...]:
     if not 0 <= int(pattern) < 3**length:
         raise ValueError(f"pattern {pattern} out of range for length {length}")
@@ -113,6 +116,7 @@ def pattern_to_tiles(pattern: int, length: int = 5) -> tuple[int, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1 << 16)
 def pattern_to_str(pattern: int, length: int = 5) -> str:
     """Readable form: ``G`` green, ``Y`` yellow, ``X`` grey.
 
@@ -275,7 +279,7 @@ def clear_matrix_memo() -> None:
 def hard_mode_violation(history: list[tuple[str, int]] | tuple, guess: str) -> str | None:
     """NYT hard-mode rule: greens stay in place, revealed letters are reused. Message or ``None``.
 
-    >>> hard_mode_violation([("crane", str_to_pattern("XGXXY"))], "proud")
+    >>> hard_mode_violation([("crane", str_to_pattern("XGXXY"))], "tough")
     '2nd letter must be R'
     >>> hard_mode_violation([("crane", str_to_pattern("XGXXY"))], "grout")
     'Guess must contain E'

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from numba import njit
 
-from wordle_rl.game import GREEN, candidate_indices, cache_dir, pattern_matrix, pattern_to_tiles, score
+from wordle_rl.game import GREEN, cache_dir, candidate_indices, pattern_matrix, pattern_to_tiles, score
 from wordle_rl.words import WordList, encode_words, load_word_lists
 
 __all__ = ["Policy", "RandomSolver", "EntropySolver", "SearchSolver", "make_solver", "SOLVERS", "play_game",
@@ -40,19 +41,74 @@ class Policy(Protocol):
     def guess(self, history: History, rng: random.Random | None = None) -> str: ...
 
 
-def entropies(cols: np.ndarray, n_patterns: int) -> np.ndarray:
-    """Expected information (bits) of every guess: ``cols`` is ``(candidates, guesses)`` of patterns."""
-    s = cols.shape[0]
+@njit(cache=True, nogil=True)
+def _nlogn_table(s: int) -> np.ndarray:
+    t = np.zeros(s + 1)
+    for n in range(1, s + 1):
+        t[n] = n * math.log2(n)
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _entropy_cols(cols: np.ndarray, n_patterns: int) -> np.ndarray:  # pragma: no cover - compiled
+    """cols: (s candidates, g guesses) patterns -> bits per guess. Best for small s (contiguous rows)."""
+    s, g = cols.shape
+    out = np.empty(g)
+    counts = np.zeros(n_patterns, np.int32)
+    nlogn = _nlogn_table(s)
+    base = math.log2(s)
+    for k in range(g):
+        for i in range(s):
+            counts[cols[i, k]] += 1
+        acc = 0.0
+        for i in range(s):
+            p = cols[i, k]
+            if counts[p]:
+                acc += nlogn[counts[p]]
+                counts[p] = 0
+        out[k] = base - acc / s
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _entropy_rows(matrix: np.ndarray, cands: np.ndarray, guesses: np.ndarray,
+                  n_patterns: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Same, reading each guess's row of the (guesses x answers) matrix; best for large candidate sets."""
+    s = cands.shape[0]
+    out = np.empty(guesses.shape[0])
+    counts = np.zeros(n_patterns, np.int32)
+    nlogn = _nlogn_table(s)
+    base = math.log2(s)
+    for k in range(guesses.shape[0]):
+        row = matrix[guesses[k]]
+        for c in cands:
+            counts[row[c]] += 1
+        acc = 0.0
+        for p in range(n_patterns):
+            if counts[p]:
+                acc += nlogn[counts[p]]
+                counts[p] = 0
+        out[k] = base - acc / s
+    return out
+
+
+def entropies(matrix: np.ndarray, by_answer: np.ndarray, cands: np.ndarray, guesses: np.ndarray | None = None,
+              n_patterns: int = 243) -> np.ndarray:
+    """Expected information (bits) of each guess (all allowed, or ``guesses``) over candidate set ``cands``.
+
+    ``matrix`` is the (allowed x answers) pattern matrix and ``by_answer`` its C-contiguous transpose.
+    A compiled histogram per guess: O(guesses x candidates).
+    """
+    cands = np.asarray(cands, dtype=np.int64)
+    s = len(cands)
+    n = matrix.shape[0] if guesses is None else len(guesses)
     if s <= 1:
-        return np.zeros(cols.shape[1])
-    if s <= 24:
-        counts = (cols[:, None, :] == cols[None, :, :]).sum(axis=1)
-        return math.log2(s) - np.log2(counts).mean(axis=0)
-    g = cols.shape[1]
-    flat = cols.T.astype(np.int64) + (np.arange(g, dtype=np.int64) * n_patterns)[:, None]
-    counts = np.bincount(flat.ravel(), minlength=g * n_patterns).reshape(g, n_patterns)
-    nz = np.where(counts > 0, counts, 1)
-    return math.log2(s) - (counts * np.log2(nz)).sum(axis=1) / s
+        return np.zeros(n)
+    if s <= 64:
+        cols = by_answer[cands] if guesses is None else by_answer[np.ix_(cands, guesses)]
+        return _entropy_cols(np.ascontiguousarray(cols), n_patterns)
+    g = np.arange(matrix.shape[0], dtype=np.int64) if guesses is None else np.asarray(guesses, dtype=np.int64)
+    return _entropy_rows(matrix, np.sort(cands), g, n_patterns)
 
 
 class _Base:
@@ -128,10 +184,7 @@ class EntropySolver(_Base):
         self._memo: dict[bytes, int] = {}
 
     def scores(self, cands: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-        cols = self.by_answer[cands]
-        if valid is not None:
-            cols = cols[:, valid]
-        return entropies(cols, self.n_patterns)
+        return entropies(self.matrix, self.by_answer, cands, valid, self.n_patterns)
 
     def best(self, cands: np.ndarray, valid: np.ndarray | None = None, history: History | None = None) -> int:
         """Index (into allowed) of the greedy guess for candidate set ``cands``."""

@@ -124,7 +124,7 @@ class WordList:
         return word in self.answer_index
 
     @classmethod
-    def from_files(cls, answers_path: str | Path, allowed_path: str | Path | None = None) -> "WordList":
+    def from_files(cls, answers_path: str | Path, allowed_path: str | Path | None = None) -> WordList:
         """Load user lists; without ``allowed_path`` the answers are the allowed list too.
 
         Answers missing from the allowed list are reported with file and line.

@@ -1,0 +1,341 @@
+"""Reward functions: small, pure, bounded, batched in TRL's ``(completions, **kwargs) -> list[float]`` form.
+
+Each component scores one turn: a completion played in a state (``answer`` and the ``history`` of earlier
+``(guess, pattern)`` turns). In multi-turn GRPO the rollout passes per-game values as ``episode_<name>``
+keyword arguments and each function returns those instead, so TRL logs every component separately.
+
+| component | range | what it pays |
+|---|---|---|
+| ``win`` | 0 or 1..1.5 | 1 for guessing the answer, plus an early-finish bonus that shrinks with turns used |
+| ``format`` | 0..1 | strict shape: one think block (if the style thinks), the answer, nothing after |
+| ``valid`` | 0..1 | a legal move: an allowed, new word (and hard-mode legal) |
+| ``partial`` | 0..1 | (2 x greens + yellows) / (2 x length) of the guess |
+| ``repetition`` | -1..0 | -1 for repeating an earlier guess |
+| ``consistency`` | 0..1 | share of earlier feedback tiles the guess reproduces when re-scored |
+| ``info_gain`` | 0..1 | expected bits of the guess over the remaining candidates / best guess's bits |
+| ``invalid`` | -1..0 | -1 for any refused move |
+
+    >>> win_reward(["<think>x</think><guess>crane</guess>"], answer=["crane"], history=[[]])
+    [1.5]
+    >>> format_reward(["<think>x</think><guess>crane</guess> ok?"], answer=["crane"])
+    [0.0]
+    >>> partial_credit_reward(["<think></think><guess>trace</guess>"], answer=["crane"])
+    [0.7]
+
+Weights combine components; :class:`RewardWeights` refuses any set under which a lost game could
+out-score a won one, or a refused move out-score a legal one. :class:`RewardCurriculum` moves weights
+from format-heavy to strategy-heavy by step or by measured format compliance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+
+import numpy as np
+
+from wordle_rl.game import GREEN, YELLOW, pattern_matrix, pattern_to_tiles, score, str_to_pattern
+from wordle_rl.parser import ParseResult, parse
+from wordle_rl.prompts import PromptStyle
+from wordle_rl.solvers import entropies
+from wordle_rl.words import WordList, load_word_lists
+
+__all__ = ["COMPONENTS", "RANGES", "RewardWeights", "PRESETS", "RewardCurriculum", "RewardContext",
+           "turn_components", "combine", "episode_components", "make_reward_funcs", "as_history",
+           "win_reward", "format_reward", "valid_word_reward", "partial_credit_reward", "repetition_reward",
+           "consistency_reward", "info_gain_reward", "invalid_move_reward", "REWARD_FUNCS"]
+
+COMPONENTS = ("win", "format", "valid", "partial", "repetition", "consistency", "info_gain", "invalid")
+RANGES = {"win": (0.0, 1.5), "format": (0.0, 1.0), "valid": (0.0, 1.0), "partial": (0.0, 1.0),
+          "repetition": (-1.0, 0.0), "consistency": (0.0, 1.0), "info_gain": (0.0, 1.0), "invalid": (-1.0, 0.0)}
+EARLY_BONUS = 0.5
+
+
+class RewardContext:
+    """Word lists, pattern matrix and a memo of the best guess's bits per candidate set."""
+
+    def __init__(self, words: WordList | None = None, matrix: np.ndarray | None = None, memo_size: int = 200_000):
+        self.words = words or load_word_lists()
+        self.matrix = matrix if matrix is not None else pattern_matrix(self.words)
+        self.by_answer = np.ascontiguousarray(self.matrix.T)
+        self.n_patterns = 3**self.words.length
+        self._best: dict[bytes, float] = {}
+        self._turns: dict[tuple, dict[str, float]] = {}
+        self._memo_size = memo_size
+        self.all_candidates = np.arange(len(self.words.answers))
+
+    def candidates(self, history) -> np.ndarray:
+        idx = self.all_candidates
+        for g, p in history:
+            gi = self.words.allowed_index.get(g)
+            if gi is None:
+                idx = np.array([i for i in idx if score(g, self.words.answers[i]) == p], dtype=np.int64)
+            else:
+                idx = idx[self.matrix[gi, idx] == p]
+        return idx
+
+    def turn(self, text: str, answer: str, history: list[tuple[str, int]], style: PromptStyle, hard: bool,
+             max_turns: int, info: bool = True) -> dict[str, float]:
+        """Parse and score one completion; memoised so the batched functions of one batch share the work."""
+        key = (text, answer, tuple(history), style, hard, max_turns)
+        hit = self._turns.get((key, True)) or (None if info else self._turns.get((key, False)))
+        if hit is not None:
+            return hit
+        pr = parse(text, style, words=self.words, history=history, hard=hard)
+        comps = turn_components(pr, answer, history, self, max_turns, info=info)
+        if len(self._turns) >= 65536:
+            self._turns.clear()
+        self._turns[(key, info)] = comps
+        return comps
+
+    def score(self, guess: str, answer: str) -> int:
+        """``score`` through the matrix when both words are in the lists."""
+        ai = self.words.answer_index.get(answer)
+        gi = self.words.allowed_index.get(guess)
+        if ai is None or gi is None:
+            return score(guess, answer)
+        return int(self.matrix[gi, ai])
+
+    def bits(self, guess: str, cands: np.ndarray) -> float:
+        pats = self.matrix[self.words.allowed_index[guess], cands]
+        n = np.bincount(pats, minlength=self.n_patterns)
+        n = n[n > 0]
+        return float(math.log2(len(cands)) - (n * np.log2(n)).sum() / len(cands))
+
+    def best_bits(self, cands: np.ndarray) -> float:
+        s = len(cands)
+        if s <= 1:
+            return 0.0
+        key = cands.tobytes()
+        hit = self._best.get(key)
+        if hit is not None:
+            return hit
+        top = math.log2(s)
+        own = entropies(self.matrix, self.by_answer, cands, self.words.answer_to_allowed[cands], self.n_patterns)
+        best = float(own.max())
+        if best < top - 1e-9:
+            best = float(entropies(self.matrix, self.by_answer, cands, None, self.n_patterns).max())
+        if len(self._best) >= self._memo_size:
+            self._best.clear()
+        self._best[key] = best
+        return best
+
+
+@lru_cache(maxsize=4)
+def _default_context(digest: str | None = None) -> RewardContext:
+    return RewardContext()
+
+
+def as_history(history) -> list[tuple[str, int]]:
+    """Normalise a history column: ``[[guess, pattern], ...]`` with int or ``GYX..`` patterns, or dicts."""
+    out = []
+    for item in history or []:
+        if isinstance(item, dict):
+            g, p = item["guess"], item["pattern"]
+        else:
+            g, p = item[0], item[1]
+        out.append((str(g).lower(), str_to_pattern(p) if isinstance(p, str) else int(p)))
+    return out
+
+
+def _text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    return "" if completion is None else str(completion)
+
+
+# --------------------------------------------------------------------------- one turn
+def turn_components(pr: ParseResult, answer: str, history: list[tuple[str, int]], ctx: RewardContext,
+                    max_turns: int = 6, cands: np.ndarray | None = None, info: bool = True) -> dict[str, float]:
+    """Every component for one parsed move in the state ``history`` (``cands``: candidates before it).
+
+    ``info=False`` skips the information-gain component (left at 0), the only costly one."""
+    ok = pr.ok
+    guess = pr.guess
+    length = ctx.words.length
+    out = dict.fromkeys(COMPONENTS, 0.0)
+    out["format"] = 1.0 if pr.format_ok else 0.0
+    out["repetition"] = -1.0 if pr.error == "repeated_guess" else 0.0
+    out["invalid"] = 0.0 if ok else -1.0
+    if not ok:
+        return out
+    out["valid"] = 1.0
+    turn = len(history) + 1
+    if guess == answer:
+        out["win"] = 1.0 + (EARLY_BONUS * (max_turns - turn) / (max_turns - 1) if max_turns > 1 else 0.0)
+    tiles = pattern_to_tiles(ctx.score(guess, answer), length)
+    out["partial"] = (2 * tiles.count(GREEN) + tiles.count(YELLOW)) / (2 * length)
+    if history:
+        match = total = 0
+        for g, p in history:
+            want = pattern_to_tiles(p, len(g))
+            got = pattern_to_tiles(score(g, guess), len(g))
+            match += sum(a == b for a, b in zip(want, got))
+            total += len(g)
+        out["consistency"] = match / total
+    else:
+        out["consistency"] = 1.0
+    if not info:
+        return out
+    cands = ctx.candidates(history) if cands is None else cands
+    if len(cands) <= 1:
+        out["info_gain"] = 1.0 if len(cands) == 1 and ctx.words.answers[cands[0]] == guess else 0.0
+    else:
+        best = ctx.best_bits(cands)
+        out["info_gain"] = min(1.0, ctx.bits(guess, cands) / best) if best > 0 else 0.0
+    return out
+
+
+# --------------------------------------------------------------------------- weights
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights per component. Validated so that shaping can never beat winning, nor a refused move a legal one."""
+
+    win: float = 1.0
+    format: float = 0.1
+    valid: float = 0.1
+    partial: float = 0.1
+    repetition: float = 0.1
+    consistency: float = 0.15
+    info_gain: float = 0.15
+    invalid: float = 0.15
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"reward weight {f.name!r} must be a finite number >= 0, got {v!r}")
+        span = sum(getattr(self, c) * (RANGES[c][1] - RANGES[c][0]) for c in COMPONENTS if c != "win")
+        if self.win <= 0 and span > 0:
+            raise ValueError("reward weight 'win' must be > 0")
+        if span > 0 and span >= self.win:  # a win pays at least 1.0 x win
+            raise ValueError(f"shaping weights span {span:.3f} >= win weight {self.win}: a lost game could "
+                             "out-score a won one; lower the shaping weights or raise 'win'")
+        if self.format > 0 and self.valid + self.invalid <= self.format:
+            raise ValueError("valid + invalid weights must exceed the format weight, or a well-formed refused "
+                             "move could out-score a legal one")
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def as_list(self) -> list[float]:
+        """In the order of :data:`REWARD_FUNCS` (for ``GRPOConfig.reward_weights``)."""
+        return [getattr(self, c) for c in COMPONENTS]
+
+    @classmethod
+    def from_any(cls, value: RewardWeights | str | dict) -> RewardWeights:
+        if isinstance(value, RewardWeights):
+            return value
+        if isinstance(value, str):
+            if value not in PRESETS:
+                raise ValueError(f"unknown reward preset {value!r}; choose one of {sorted(PRESETS)}")
+            return PRESETS[value]
+        unknown = set(value) - set(COMPONENTS)
+        if unknown:
+            raise ValueError(f"unknown reward component(s) {sorted(unknown)}; known: {list(COMPONENTS)}")
+        return cls(**value)
+
+
+PRESETS = {
+    "default": RewardWeights(),
+    "format": RewardWeights(format=0.3, valid=0.2, invalid=0.2, partial=0.05, repetition=0.1,
+                            consistency=0.05, info_gain=0.05),
+    "strategy": RewardWeights(format=0.05, valid=0.05, invalid=0.1, partial=0.05, repetition=0.1,
+                              consistency=0.25, info_gain=0.3),
+    "win_only": RewardWeights(format=0, valid=0, partial=0, repetition=0, consistency=0, info_gain=0, invalid=0),
+}
+
+
+def combine(components: dict[str, float], weights: RewardWeights) -> float:
+    """Weighted sum of the components."""
+    return float(sum(w * components.get(c, 0.0) for c, w in zip(COMPONENTS, weights.as_list())))
+
+
+def episode_components(turns: list[dict[str, float]]) -> dict[str, float]:
+    """Per-game components: ``win`` from the final turn, every other component averaged over turns."""
+    if not turns:
+        return dict.fromkeys(COMPONENTS, 0.0)
+    out = {c: sum(t[c] for t in turns) / len(turns) for c in COMPONENTS}
+    out["win"] = float(turns[-1]["win"])
+    return out
+
+
+@dataclass
+class RewardCurriculum:
+    """Weights that move from ``start`` to ``end``: by training step, or by measured format compliance.
+
+    >>> cur = RewardCurriculum("format", "strategy", mode="step", steps=100)
+    >>> cur.weights(step=0) == PRESETS["format"], cur.weights(step=100) == PRESETS["strategy"]
+    (True, True)
+    """
+
+    start: str | dict = "format"
+    end: str | dict = "strategy"
+    mode: str = "step"
+    steps: int = 1000
+    compliance_low: float = 0.5
+    compliance_high: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("step", "compliance"):
+            raise ValueError(f"curriculum mode must be 'step' or 'compliance', got {self.mode!r}")
+        if self.steps <= 0 or not 0 <= self.compliance_low < self.compliance_high <= 1:
+            raise ValueError("curriculum needs steps > 0 and 0 <= compliance_low < compliance_high <= 1")
+        self._a = RewardWeights.from_any(self.start)
+        self._b = RewardWeights.from_any(self.end)
+
+    def progress(self, step: int = 0, compliance: float | None = None) -> float:
+        if self.mode == "step":
+            return min(1.0, max(0.0, step / self.steps))
+        c = 0.0 if compliance is None else compliance
+        return min(1.0, max(0.0, (c - self.compliance_low) / (self.compliance_high - self.compliance_low)))
+
+    def weights(self, step: int = 0, compliance: float | None = None) -> RewardWeights:
+        t = self.progress(step, compliance)
+        a, b = self._a.as_dict(), self._b.as_dict()
+        return RewardWeights(**{k: round((1 - t) * a[k] + t * b[k], 12) for k in a})
+
+
+# --------------------------------------------------------------------------- batched (TRL) functions
+def _batched(name: str, style: PromptStyle | str = "xml", hard: bool = False, max_turns: int = 6,
+             ctx: RewardContext | None = None):
+    st = PromptStyle(style) if isinstance(style, str) else style
+
+    def reward(completions, answer=None, history=None, **kwargs) -> list[float]:
+        ep = kwargs.get(f"episode_{name}")
+        if ep is not None:
+            return [float(x) for x in ep]
+        c = ctx or _default_context()
+        n = len(completions)
+        answers = [answer] * n if answer is None or isinstance(answer, str) else list(answer)
+        histories = [None] * n if history is None else list(history)
+        if len(answers) != n or len(histories) != n:
+            raise ValueError(f"{name}_reward: got {n} completions but {len(answers)} answers and "
+                             f"{len(histories)} histories; pass one per completion")
+        if name in ("win", "partial") and any(a is None for a in answers):
+            raise ValueError(f"{name}_reward needs the 'answer' column")
+        out = []
+        for comp, ans, hist in zip(completions, answers, histories):
+            comps = c.turn(_text(comp), ans or "", as_history(hist), st, hard, max_turns, info=name == "info_gain")
+            out.append(float(comps[name]))
+        return out
+
+    reward.__name__ = f"{name}_reward"
+    return reward
+
+
+def make_reward_funcs(style: PromptStyle | str = "xml", hard: bool = False, max_turns: int = 6,
+                      ctx: RewardContext | None = None, components=COMPONENTS) -> list:
+    """Named batched reward functions, one per component, bound to a style and rules (for ``GRPOTrainer``)."""
+    return [_batched(c, style, hard, max_turns, ctx) for c in components]
+
+
+win_reward, format_reward, valid_word_reward, partial_credit_reward, repetition_reward, consistency_reward, \
+    info_gain_reward, invalid_move_reward = make_reward_funcs()
+REWARD_FUNCS = [win_reward, format_reward, valid_word_reward, partial_credit_reward, repetition_reward,
+                consistency_reward, info_gain_reward, invalid_move_reward]
