@@ -46,3 +46,19 @@ def test_solve_errors_are_clear(tmp_path):
     bad.write_text("crane\ncr4ne\n")
     r = runner.invoke(app, ["solve", "--all", "--answers", str(bad)])
     assert r.exit_code == 2 and f"{bad}:2:" in r.output
+
+
+def test_rewards_explain_typed_and_transcript(tmp_path):
+    r = runner.invoke(app, ["rewards", "explain", "--answer", "abide", "--guesses", "crane,<guess>qqqqq</guess>,abide"])
+    assert r.exit_code == 0, r.output
+    assert "not_in_wo" in r.output and "won in 3 turns" in r.output
+    f = tmp_path / "games.jsonl"
+    turns = ["<guess>slate</guess>", "no guess here", "<guess>crane</guess>"]
+    f.write_text(json.dumps({"answer": "crane", "completions": turns}) + "\n")
+    r = runner.invoke(app, ["rewards", "explain", "--transcript", str(f), "--preset", "strategy"])
+    assert r.exit_code == 0 and "won in 3 turns" in r.output and "no_guess" in r.output
+    f.write_text('{"answer": "crane"}\n')
+    r = runner.invoke(app, ["rewards", "explain", "--transcript", str(f)])
+    assert r.exit_code == 2 and ":1: expected" in r.output
+    r = runner.invoke(app, ["rewards", "explain", "--answer", "crane", "--guesses", "slate", "--preset", "nope"])
+    assert r.exit_code == 2 and "unknown reward preset" in r.output

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +30,7 @@ from wordle_rl.words import WordList, WordListError, load_word_lists
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL.")
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 AnswersOpt = Annotated[Path | None, typer.Option("--answers", help="File of possible answers, one per line.")]
 AllowedOpt = Annotated[Path | None, typer.Option("--allowed", help="File of allowed guesses (answers included).")]
@@ -39,7 +40,7 @@ _KEY_STYLE = {-1: "bold black on grey82", 0: "grey50 on grey15"}  # unused lette
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -191,6 +192,129 @@ def solve(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res | {"games": games}, indent=1))
         console.print(f"wrote {out}")
+
+
+rewards_app = typer.Typer(no_args_is_help=True, help="Inspect reward functions.")
+app.add_typer(rewards_app, name="rewards")
+
+StyleOpt = Annotated[str, typer.Option(help="Prompt style: xml | brackets | plain.")]
+ThinkOpt = Annotated[bool, typer.Option("--think/--no-think", help="xml/plain: expect a <think> block.")]
+
+
+def _read_transcript(path: Path) -> list[dict]:
+    games = []
+    if not path.is_file():
+        raise fail(f"{path}: transcript file not found")
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+        turns = row.get("completions") or row.get("turns") or row.get("guesses") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("answer"), str) or not isinstance(turns, list):
+            raise fail(f"{path}:{lineno}: expected {{\"answer\": str, \"completions\": [str, ...]}}")
+        games.append({"answer": row["answer"], "turns": [str(t) for t in turns]})
+    return games
+
+
+@rewards_app.command("explain")
+def rewards_explain(
+    answer: Annotated[str | None, typer.Option(help="The answer of a game typed on the command line.")] = None,
+    guesses: Annotated[str | None, typer.Option(help="Comma-separated guesses or raw completions.")] = None,
+    transcript: Annotated[Path | None, typer.Option(help="JSONL: {answer, completions} per game.")] = None,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = False,
+    hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
+    preset: Annotated[str, typer.Option(help="Reward weights preset.")] = "default",
+    invalid_policy: Annotated[str, typer.Option(help="lose_turn | retry_once")] = "lose_turn",
+    max_turns: Annotated[int, typer.Option(help="Guesses allowed.")] = 6,
+) -> None:
+    """Replay games and print every turn's reward components, to debug rewards before training.
+
+    A plain word in --guesses is wrapped in the style's answer format; anything else is played verbatim.
+    """
+    from wordle_rl.env import EnvConfig, WordleEnv
+    from wordle_rl.prompts import PromptStyle, format_answer
+    from wordle_rl.rewards import COMPONENTS
+
+    if transcript is not None:
+        games = _read_transcript(transcript)
+    elif answer and guesses:
+        games = [{"answer": answer, "turns": [g.strip() for g in guesses.split(",") if g.strip()]}]
+    else:
+        raise fail("give --transcript FILE, or --answer WORD with --guesses 'g1,g2,...'")
+    try:
+        st = PromptStyle(style, think=think, max_turns=max_turns)
+        env = WordleEnv(EnvConfig(style=st, hard=hard, reward_weights=preset, invalid_policy=invalid_policy,
+                                  max_turns=max_turns))
+    except ValueError as e:
+        raise fail(str(e)) from e
+    for game in games:
+        try:
+            env.reset(answer=game["answer"])
+        except ValueError as e:
+            raise fail(str(e)) from e
+        rows: dict[str, list[str]] = {k: [] for k in ("completion", "guess", "feedback", "error", *COMPONENTS,
+                                                         "reward")}
+        info: dict = {}
+        for text in game["turns"]:
+            if env.done:
+                console.print("[yellow]game over; remaining turns ignored[/]")
+                break
+            played = format_answer(st, text.lower()) if text.isalpha() else text
+            res = env.step(played)
+            info = res.info
+            rows["completion"].append(played if len(played) <= 24 else played[:21] + "...")
+            rows["guess"].append(info["guess"] or "-")
+            rows["feedback"].append(info["pattern"] or "-")
+            rows["error"].append(info["error"] or "")
+            for c in COMPONENTS:
+                rows[c].append(f"{info['components'][c]:.3f}")
+            rows["reward"].append(f"{res.reward:.3f}")
+        table = Table(title=f"answer {game['answer'].upper()}  (style {style}, preset {preset})")
+        table.add_column("turn")
+        for i in range(len(rows["guess"])):
+            table.add_column(str(i + 1), justify="right")
+        for name, vals in rows.items():
+            table.add_row(name, *vals)
+        console.print(table)
+        if "episode_reward" in info:
+            ep = info["episode_components"]
+            console.print(f"{'won' if info['won'] else 'lost'} in {info['turns']} turns; episode reward "
+                          f"{info['episode_reward']:.3f}, the weighted sum of the last turn's win and the per-turn "
+                          "means: " + ", ".join(f"{c} {ep[c]:.3f}" for c in COMPONENTS))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    max_sessions: Annotated[int, typer.Option(help="Concurrent sessions before 'busy'.")] = 512,
+    idle_timeout: Annotated[float, typer.Option(help="Seconds before an idle session closes.")] = 300.0,
+    max_message_bytes: Annotated[int, typer.Option(help="Larger messages get an error reply.")] = 65536,
+    allow_answer: Annotated[bool, typer.Option("--allow-answer/--blind",
+                                               help="Let clients choose the answer at reset.")] = True,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = True,
+    hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
+    preset: Annotated[str, typer.Option(help="Reward weights preset.")] = "default",
+) -> None:
+    """Serve the environment over OpenEnv's WebSocket protocol (``/ws``, ``/health``)."""
+    from wordle_rl.env import EnvConfig
+    from wordle_rl.prompts import PromptStyle
+    from wordle_rl.server import ServerConfig
+    from wordle_rl.server import serve as run_server
+
+    try:
+        cfg = ServerConfig(host=host, port=port, max_sessions=max_sessions, idle_timeout_s=idle_timeout,
+                           max_message_bytes=max_message_bytes, allow_answer=allow_answer,
+                           env=EnvConfig(style=PromptStyle(style, think=think), hard=hard, reward_weights=preset))
+    except ValueError as e:
+        raise fail(str(e)) from e
+    console.print(f"wordle-rl environment server on http://{host}:{port} (WebSocket /ws, health /health)")
+    run_server(cfg)
 
 
 def main() -> None:  # pragma: no cover - console script entry

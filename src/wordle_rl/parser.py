@@ -53,8 +53,11 @@ class ParseResult:
 def _visible(text: str) -> str:
     """The text outside thinking: closed think blocks removed, an unclosed one runs to the end,
     and a stray ``</think>`` (template opened the block) hides everything before it."""
-    if "</think>" in text.lower() and "<think>" not in text.lower().split("</think>", 1)[0]:
-        text = text[text.lower().index("</think>") + len("</think>"):]
+    low = text.lower()
+    if "think>" not in low:
+        return text
+    if "</think>" in low and "<think>" not in low.split("</think>", 1)[0]:
+        text = text[low.index("</think>") + len("</think>"):]
     text = _THINK_BLOCK.sub(" ", text)
     low = text.lower()
     if "<think>" in low:

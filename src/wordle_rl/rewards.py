@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from wordle_rl.game import GREEN, YELLOW, pattern_matrix, pattern_to_tiles, score, str_to_pattern
+from wordle_rl.game import GREEN, YELLOW, pattern_matrix, pattern_to_tiles, score, score_tiles, str_to_pattern
 from wordle_rl.parser import ParseResult, parse
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.solvers import entropies
@@ -74,6 +74,12 @@ class RewardContext:
             else:
                 idx = idx[self.matrix[gi, idx] == p]
         return idx
+
+    def warm_up(self) -> RewardContext:
+        """Compile the entropy kernels and memoise the opening state, so first requests are not slow."""
+        self.best_bits(self.all_candidates)
+        self.best_bits(self.all_candidates[:3])
+        return self
 
     def turn(self, text: str, answer: str, history: list[tuple[str, int]], style: PromptStyle, hard: bool,
              max_turns: int, info: bool = True) -> dict[str, float]:
@@ -174,8 +180,8 @@ def turn_components(pr: ParseResult, answer: str, history: list[tuple[str, int]]
         match = total = 0
         for g, p in history:
             want = pattern_to_tiles(p, len(g))
-            got = pattern_to_tiles(score(g, guess), len(g))
-            match += sum(a == b for a, b in zip(want, got))
+            got = score_tiles(g, guess)
+            match += len(g) if want == got else sum(a == b for a, b in zip(want, got))
             total += len(g)
         out["consistency"] = match / total
     else:

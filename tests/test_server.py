@@ -1,0 +1,122 @@
+"""A real server on loopback, real WebSocket clients: games, isolation, the secret, and bad input."""
+
+import json
+import urllib.request
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from wordle_rl.client import EnvServerError, RemoteEnv
+from wordle_rl.env import EnvConfig
+from wordle_rl.prompts import PromptStyle
+from wordle_rl.server import ServerConfig, ServerThread
+
+
+@pytest.fixture(scope="module")
+def server():
+    cfg = ServerConfig(port=0, max_sessions=4, idle_timeout_s=1.5, max_message_bytes=4096,
+                       env=EnvConfig(style=PromptStyle("xml", think=False)))
+    with ServerThread(cfg) as srv:
+        yield srv
+
+
+def _raw(url):
+    return connect(url.replace("http://", "ws://") + "/ws", open_timeout=5)
+
+
+def test_health(server):
+    with urllib.request.urlopen(server.url + "/health", timeout=5) as r:
+        assert json.loads(r.read())["status"] == "healthy"
+
+
+def test_full_game_secret_only_at_end(server):
+    with RemoteEnv(server.url) as env:
+        obs = env.reset(answer="abide")
+        assert "abide" not in json.dumps(obs.messages) + json.dumps(obs.state)
+        s = env.step("<guess>speed</guess>")
+        assert s.info["pattern"] == "XXYXY" and "abide" not in json.dumps(s.info) + json.dumps(s.observation.state)
+        assert "answer" not in json.dumps(env.state())
+        s = env.step("<guess>abide</guess>")
+        assert s.done and s.info["won"] and s.info["answer"] == "abide"
+
+
+def test_seeded_reset_is_reproducible(server):
+    seen = []
+    for _ in range(2):
+        with RemoteEnv(server.url) as env:
+            env.reset(seed=11)
+            for _ in range(6):
+                s = env.step("<guess>zzzzz</guess>")  # invalid: costs a turn, reveals nothing
+                if s.done:
+                    break
+            seen.append(s.info["answer"])
+    assert seen[0] == seen[1]
+
+
+def test_sessions_are_isolated(server):
+    with RemoteEnv(server.url) as a, RemoteEnv(server.url) as b:
+        a.reset(answer="abide")
+        b.reset(answer="crane")
+        a.step("<guess>slate</guess>")
+        assert b.state()["history"] == []  # b sees only its own game
+        sb = b.step("<guess>crane</guess>")
+        assert sb.done and sb.info["answer"] == "crane"
+        assert a.state()["turn"] == 1 and not a.state()["done"]
+    # attaching to another session by id is refused
+    with pytest.raises(InvalidStatus):
+        connect(server.url.replace("http://", "ws://") + "/ws?session_id=anything", open_timeout=5)
+
+
+def test_bad_input_gets_errors_and_server_survives(server):
+    with _raw(server.url) as ws:
+        def ask(raw):
+            ws.send(raw)
+            return json.loads(ws.recv(timeout=5))
+
+        assert ask("{not json")["data"]["code"] == "INVALID_JSON"
+        assert ask(json.dumps({"type": "launch"}))["data"]["code"] == "UNKNOWN_TYPE"
+        r = ask(json.dumps({"type": "step", "data": {"message": "<guess>crane</guess>"}}))
+        assert r["type"] == "error" and "reset" in r["data"]["message"]
+        assert ask(json.dumps({"type": "step", "data": {"wrong": 1}}))["type"] == "error"
+        r = ask(json.dumps({"type": "step", "data": {"type": "call_tool", "tool_name": "x", "arguments": {}}}))
+        assert r["type"] == "error"
+        r = ask("x" * 5000)
+        assert r["data"]["code"] == "MESSAGE_TOO_LARGE"
+        assert ask(json.dumps({"type": "reset", "data": {"answer": "qqqqq"}}))["type"] == "error"
+        assert ask(json.dumps({"type": "reset", "data": {"history": "crane"}}))["type"] == "error"
+        assert ask(json.dumps({"type": "reset", "data": {"answer": "abide"}}))["type"] == "observation"
+        r = ask(json.dumps({"type": "step", "data": {"message": "<guess>qqqqq</guess>"}}))
+        assert r["type"] == "observation" and r["data"]["observation"]["info"]["error"] == "not_in_word_list"
+    with RemoteEnv(server.url) as env:  # still serving
+        env.reset(seed=0)
+
+
+def test_capacity_busy_error(server):
+    envs = [RemoteEnv(server.url) for _ in range(4)]
+    try:
+        for e in envs:
+            e.reset(seed=1)
+        extra = RemoteEnv(server.url)
+        with pytest.raises((EnvServerError, ConnectionError)) as err:
+            extra.reset(seed=1)
+        assert "CAPACITY_REACHED" in str(err.value) or "capacity" in str(err.value).lower()
+    finally:
+        for e in envs:
+            e.close()
+
+
+def test_idle_sessions_expire(server):
+    import time
+
+    with _raw(server.url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
+        json.loads(ws.recv(timeout=5))
+        time.sleep(2.0)
+        r = json.loads(ws.recv(timeout=5))
+        assert r["data"]["code"] == "IDLE_TIMEOUT"
+
+
+def test_dead_endpoint_is_a_clear_error():
+    with pytest.raises(ConnectionError, match="cannot reach the wordle-rl server"):
+        RemoteEnv("http://127.0.0.1:9", timeout=2)
