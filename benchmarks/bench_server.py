@@ -53,7 +53,8 @@ async def _client(url: str, solver: EntropySolver, stats: dict, budget: dict, ci
             while not done:
                 guess = solver.guess(history)
                 t = time.perf_counter()
-                await ws.send(json.dumps({"type": "step", "data": {"message": f"<think></think><guess>{guess}</guess>"}}))
+                step = {"type": "step", "data": {"message": f"<think></think><guess>{guess}</guess>"}}
+                await ws.send(json.dumps(step))
                 reply = json.loads(await ws.recv())
                 stats["lat"].append(time.perf_counter() - t)
                 if reply["type"] != "observation":
