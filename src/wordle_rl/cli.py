@@ -287,6 +287,185 @@ def rewards_explain(
                           "means: " + ", ".join(f"{c} {ep[c]:.3f}" for c in COMPONENTS))
 
 
+data_app = typer.Typer(no_args_is_help=True, help="Generate and check training data.")
+app.add_typer(data_app, name="data")
+SplitsOpt = Annotated[Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")]
+
+
+def _data_call(fn, *args, **kw):
+    from wordle_rl.data import DataError
+
+    try:
+        return fn(*args, **kw)
+    except (DataError, WordListError) as e:
+        raise fail(str(e)) from e
+
+
+@data_app.command("split")
+def data_split(
+    seed: Annotated[int, typer.Option(help="Shuffle seed.")] = 0,
+    fractions: Annotated[str, typer.Option(help="train,val,test fractions.")] = "0.8,0.1,0.1",
+    out: Annotated[Path, typer.Option(help="Where to write the splits JSON.")] = Path("data/splits.json"),
+) -> None:
+    """Divide the answers into train / val / test, deterministically."""
+    from wordle_rl.data import make_splits
+
+    try:
+        fr = tuple(float(x) for x in fractions.split(","))
+    except ValueError as e:
+        raise fail(f"--fractions must be three numbers like 0.8,0.1,0.1, got {fractions!r}") from e
+    splits = _data_call(make_splits, load_word_lists(), seed, fr)
+    splits.save(out)
+    console.print(f"train {len(splits.train)} / val {len(splits.val)} / test {len(splits.test)} -> {out}")
+
+
+@data_app.command("sft")
+def data_sft(
+    splits: SplitsOpt = Path("data/splits.json"),
+    games: Annotated[int, typer.Option(help="Number of solver games.")] = 20000,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = True,
+    out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
+) -> None:
+    """Solver games on train answers as TRL conversational `messages` rows (JSONL + datasets)."""
+    from wordle_rl.data import SftConfig, Splits, generate_sft, save_dataset
+
+    sp = _data_call(Splits.load, splits)
+    t0 = time.perf_counter()
+    with console.status(f"playing {games} solver games"):
+        rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think))
+    path = save_dataset(rows, out, "sft")
+    console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
+
+
+@data_app.command("rl")
+def data_rl(
+    splits: SplitsOpt = Path("data/splits.json"),
+    rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = 4000,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    split: Annotated[str, typer.Option(help="Split whose answers are targets.")] = "train",
+    depth_mix: Annotated[str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")] =
+    "0:0.4,1:0.3,2:0.2,3:0.1",
+    random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] = 0.0,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = True,
+    out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
+) -> None:
+    """RL prompt rows {answer, history, prompt} with a configurable history-depth mix."""
+    from wordle_rl.data import RlConfig, Splits, generate_rl, parse_depth_mix, save_dataset
+
+    sp = _data_call(Splits.load, splits)
+    mix = _data_call(parse_depth_mix, depth_mix)
+    cfg = RlConfig(rows=rows, seed=seed, split=split, depth_mix=mix, random_move_share=random_moves, style=style,
+                   think=think)
+    data = _data_call(generate_rl, sp, cfg)
+    path = save_dataset(data, out, "rl")
+    console.print(f"{len(data)} prompts -> {path} and {out / 'hf'}")
+
+
+def _load_rows(path: Path) -> list[dict]:
+    from wordle_rl.data import read_jsonl
+
+    if path.is_dir():
+        from datasets import load_from_disk
+
+        target = path / "hf" if (path / "hf").is_dir() else path
+        try:
+            ds = load_from_disk(str(target))
+        except (FileNotFoundError, ValueError) as e:
+            raise fail(f"{path}: not a JSONL file or a saved datasets folder ({e})") from e
+        return [dict(r, _line=i + 1) for i, r in enumerate(ds)]
+    return _data_call(read_jsonl, path)
+
+
+@data_app.command("check")
+def data_check(
+    dataset: Annotated[Path, typer.Argument(help="JSONL file or datasets folder.")],
+    splits: SplitsOpt = Path("data/splits.json"),
+    split: Annotated[str, typer.Option(help="The only split allowed as a target.")] = "train",
+) -> None:
+    """Fail loudly if any row targets an answer outside the allowed split (leakage), or is malformed."""
+    from wordle_rl.data import Splits, check_leakage, validate_rows
+
+    sp = _data_call(Splits.load, splits)
+    rows = _load_rows(dataset)
+    _data_call(validate_rows, rows, str(dataset))
+    n = _data_call(check_leakage, rows, sp, str(dataset), split)
+    console.print(f"[green]ok[/]: {n} rows, every target in the {split} split")
+
+
+@data_app.command("stats")
+def data_stats(
+    dataset: Annotated[Path, typer.Argument(help="JSONL file or datasets folder.")],
+    splits: Annotated[Path | None, typer.Option(help="Splits file, for split membership.")] = None,
+) -> None:
+    """Counts, turn distribution, history-depth mix and split membership."""
+    from wordle_rl.data import Splits, stats
+
+    sp = _data_call(Splits.load, splits) if splits else None
+    console.print_json(json.dumps(stats(_load_rows(dataset), sp)))
+
+
+@data_app.command("teacher")
+def data_teacher(
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL (…/v1).")],
+    model: Annotated[str, typer.Option(help="Model name.")],
+    splits: SplitsOpt = Path("data/splits.json"),
+    out: Annotated[Path, typer.Option(help="JSONL of games (appended, resumable).")] = Path("data/teacher/games.jsonl"),
+    games_per_word: Annotated[int, typer.Option(help="Games per train answer.")] = 1,
+    limit: Annotated[int | None, typer.Option(help="Only the first N train answers.")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option(help="Games at once.")] = 8,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
+    retries: Annotated[int, typer.Option(help="Retries per request (exponential backoff).")] = 3,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = True,
+) -> None:
+    """Play train answers against a chat endpoint; every finished game is appended and flushed."""
+    from wordle_rl.data import Splits
+    from wordle_rl.teacher import TeacherConfig, play_teacher_games, summarize_teacher
+
+    sp = _data_call(Splits.load, splits)
+    answers = sp.train[:limit] if limit else sp.train
+    cfg = TeacherConfig(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=concurrency,
+                        timeout_s=timeout, retries=retries, temperature=temperature, style=style, think=think)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console) as bar:
+        task = bar.add_task("teacher games", total=len(answers) * games_per_word)
+        counts = play_teacher_games(cfg, answers, out, games_per_word, on_game=lambda _: bar.advance(task))
+    from wordle_rl.data import read_jsonl
+
+    per = summarize_teacher(_data_call(read_jsonl, out))
+    wins = sum(d["wins"] for d in per.values())
+    games = sum(d["games"] for d in per.values())
+    console.print(f"played {counts['played']}, skipped {counts['skipped']} already finished, "
+                  f"{counts['errors']} failed (retried next run); finished games: {games}, won {wins}")
+    console.print(f"per-word summary: {len(per)} words -> see {out}")
+
+
+@data_app.command("teacher-sft")
+def data_teacher_sft(
+    games: Annotated[Path, typer.Argument(help="Teacher games JSONL.")],
+    out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/teacher-sft"),
+    won_only: Annotated[bool, typer.Option("--won-only/--all-games", help="Keep won games only.")] = True,
+    format_clean: Annotated[bool, typer.Option("--format-clean/--any-format", help="Drop games with errors.")] = True,
+    max_turns: Annotated[int | None, typer.Option(help="Keep games of at most N turns.")] = None,
+    splits: SplitsOpt = Path("data/splits.json"),
+) -> None:
+    """Filter teacher games into SFT rows (checked for leakage)."""
+    from wordle_rl.data import Splits, check_leakage, read_jsonl, save_dataset
+    from wordle_rl.teacher import teacher_to_sft
+
+    rows = teacher_to_sft(_data_call(read_jsonl, games), won_only, format_clean, max_turns)
+    if not rows:
+        raise fail("no teacher game passed the filters")
+    _data_call(check_leakage, rows, _data_call(Splits.load, splits), str(games))
+    path = save_dataset(rows, out, "sft")
+    console.print(f"{len(rows)} games -> {path}")
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",

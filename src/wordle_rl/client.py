@@ -56,11 +56,20 @@ class RemoteEnv:
         except TimeoutError as e:
             raise ConnectionError(f"no reply from {self.url} within {self.timeout} s") from e
         except ConnectionClosed as e:
-            raise ConnectionError(f"the server at {self.url} closed the session: {e}") from e
+            reply = self._last_words()
+            if reply is None:
+                raise ConnectionError(f"the server at {self.url} closed the session: {e}") from e
         if reply.get("type") == "error":
             data = reply.get("data", {})
             raise EnvServerError(str(data.get("code", "ERROR")), str(data.get("message", data)))
         return reply["data"]
+
+    def _last_words(self) -> dict | None:
+        """A message the server sent before closing (e.g. a capacity or idle-timeout error), if any."""
+        try:
+            return json.loads(self.ws.recv(timeout=0.5))
+        except (ConnectionClosed, TimeoutError, json.JSONDecodeError):
+            return None
 
     def reset(self, seed: int | None = None, answer: str | None = None, history=None) -> Observation:
         data = {k: v for k, v in {"seed": seed, "answer": answer, "history": history}.items() if v is not None}

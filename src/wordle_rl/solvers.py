@@ -116,11 +116,12 @@ class _Base:
 
     name = "base"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None):
+    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
+                 by_answer: np.ndarray | None = None):
         self.words = words or load_word_lists()
         self.hard = hard
         self.matrix = matrix if matrix is not None else pattern_matrix(self.words)
-        self.by_answer = np.ascontiguousarray(self.matrix.T)
+        self.by_answer = by_answer if by_answer is not None else np.ascontiguousarray(self.matrix.T)
         self.n_patterns = 3**self.words.length
         self.win = self.n_patterns - 1
         self._enc = encode_words(list(self.words.allowed))
@@ -179,8 +180,9 @@ class EntropySolver(_Base):
 
     name = "entropy"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None):
-        super().__init__(words, hard, matrix)
+    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
+                 by_answer: np.ndarray | None = None):
+        super().__init__(words, hard, matrix, by_answer)
         self._memo: dict[bytes, int] = {}
 
     def scores(self, cands: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -226,8 +228,8 @@ class SearchSolver(EntropySolver):
     name = "search"
 
     def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
-                 width: int = 8, depth: int = 2, opener_width: int = 24):
-        super().__init__(words, hard, matrix)
+                 by_answer: np.ndarray | None = None, width: int = 8, depth: int = 2, opener_width: int = 24):
+        super().__init__(words, hard, matrix, by_answer)
         self.width, self.depth, self.opener_width = width, depth, opener_width
         self._greedy_val: dict[bytes, float] = {}
         self._val: dict[tuple[bytes, int], tuple[float, int]] = {}

@@ -1,0 +1,396 @@
+"""Training data, generated offline and reproducibly: splits, solver traces for SFT, RL prompts, checks.
+
+    wordle-rl data split --seed 0 --out data/splits.json
+    wordle-rl data sft --splits data/splits.json --games 20000 --style xml --out data/sft
+    wordle-rl data rl --splits data/splits.json --rows 4000 --depth-mix 0:0.4,1:0.3,2:0.2,3:0.1 --out data/rl
+    wordle-rl data check data/sft/sft.jsonl --splits data/splits.json
+    wordle-rl data stats data/sft/sft.jsonl
+
+Honesty rules: only **train** answers are ever the target of a generated game. The word lists themselves are
+public, so solvers keep the whole answer list as candidates and val/test words may appear as guesses.
+
+Every ``<think>`` rationale is built from the real game state and states only checkable facts: what the
+feedback proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and why the
+guess was chosen (how many groups it splits them into and its expected bits).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wordle_rl.game import pattern_to_str, str_to_pattern
+from wordle_rl.prompts import Knowledge, PromptStyle, render_conversation
+from wordle_rl.solvers import EntropySolver, SearchSolver, entropies
+from wordle_rl.words import WordList, load_word_lists
+
+__all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
+           "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
+
+
+class DataError(ValueError):
+    """A data file is missing, malformed or leaks held-out answers; the message names file, line and reason."""
+
+
+# --------------------------------------------------------------------------- splits
+@dataclass
+class Splits:
+    seed: int
+    fractions: tuple[float, float, float]
+    train: list[str]
+    val: list[str]
+    test: list[str]
+    word_lists: str = ""
+
+    def split_of(self, word: str) -> str | None:
+        for name in ("train", "val", "test"):
+            if word in self._sets[name]:
+                return name
+        return None
+
+    @property
+    def _sets(self) -> dict[str, set[str]]:
+        cache = self.__dict__.get("_cached_sets")
+        if cache is None:
+            cache = {"train": set(self.train), "val": set(self.val), "test": set(self.test)}
+            self.__dict__["_cached_sets"] = cache
+        return cache
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        d = {k: v for k, v in asdict(self).items()}
+        path.write_text(json.dumps(d, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path, words: WordList | None = None) -> Splits:
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"{path}: splits file not found (make one with `wordle-rl data split`)")
+        try:
+            d = json.loads(path.read_text())
+            s = cls(seed=int(d["seed"]), fractions=tuple(d["fractions"]), train=list(d["train"]),
+                    val=list(d["val"]), test=list(d["test"]), word_lists=d.get("word_lists", ""))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: not a splits file ({type(e).__name__}: {e})") from e
+        words = words or load_word_lists()
+        all_words = s.train + s.val + s.test
+        if len(set(all_words)) != len(all_words):
+            raise DataError(f"{path}: a word appears in more than one split")
+        unknown = [w for w in all_words if not words.is_answer(w)]
+        if unknown:
+            raise DataError(f"{path}: {len(unknown)} split word(s) are not answers: {unknown[:5]}")
+        return s
+
+
+def make_splits(words: WordList | None = None, seed: int = 0,
+                fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> Splits:
+    """Shuffle the answers with ``seed`` and cut them into train / val / test (sorted within each split)."""
+    words = words or load_word_lists()
+    if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
+        raise DataError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
+    order = list(words.answers)
+    random.Random(seed).shuffle(order)
+    n = len(order)
+    n_val, n_test = round(n * fractions[1]), round(n * fractions[2])
+    n_train = n - n_val - n_test
+    return Splits(seed, tuple(fractions), sorted(order[:n_train]), sorted(order[n_train:n_train + n_val]),
+                  sorted(order[n_train + n_val:]), words.digest[:20])
+
+
+# --------------------------------------------------------------------------- rationales
+def rationale(solver: EntropySolver, history: list[tuple[str, int]], guess: str, reason: str = "solver") -> str:
+    """A short, true explanation of ``guess`` in the state ``history``.
+
+    Facts: what the feedback proves, how many answers remain (listed when at most 3), and how the guess splits
+    them (groups and expected bits). ``reason="explore"`` marks a deliberately exploratory guess.
+    """
+    words = solver.words
+    cands = solver.candidates(history)
+    n = len(cands)
+    parts = []
+    known = Knowledge.from_history(history, words.length).describe()
+    parts.extend(known if known else ["No feedback yet."])
+    names = sorted(words.answers[i] for i in cands) if n <= 3 else []
+    parts.append(f"Possible answers: {n}" + (f" ({', '.join(w.upper() for w in names)})." if n <= 3 else "."))
+    gi = words.allowed_index[guess]
+    ai = words.answer_index.get(guess)
+    is_candidate = ai is not None and bool(np.any(cands == ai))
+    groups = len(np.unique(solver.matrix[gi, cands]))
+    bits = float(entropies(solver.matrix, solver.by_answer, cands, np.array([gi]))[0])
+    if reason == "explore":
+        parts.append(f"Exploring with {guess.upper()}: {groups} groups ({bits:.2f} bits).")
+    elif n == 1:
+        parts.append(f"Only {guess.upper()} fits.")
+    elif is_candidate:
+        parts.append(f"{guess.upper()} could be the answer and splits them into {groups} groups ({bits:.2f} bits).")
+    else:
+        parts.append(f"{guess.upper()} cannot be the answer but splits them into {groups} groups ({bits:.2f} bits).")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- SFT games
+@dataclass
+class SftConfig:
+    """How solver games for SFT are generated."""
+
+    games: int = field(default=20000, metadata={"help": "Number of games."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
+    think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/plain styles)."})
+    search_share: float = field(default=0.25, metadata={"help": "Share of games played by the search solver."})
+    n_openers: int = field(default=12, metadata={"help": "Strong openers (top by entropy) to vary the start."})
+    opener_share: float = field(default=0.3, metadata={"help": "Share of games starting with a varied opener."})
+    random_first_share: float = field(default=0.2, metadata={
+        "help": "Share of games whose first guess is a random allowed word (solver recovers)."})
+    random_second_share: float = field(default=0.1, metadata={
+        "help": "Share of games whose second guess is a random remaining candidate."})
+    max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+
+
+def _strong_openers(solver: EntropySolver, k: int) -> list[str]:
+    h = solver.scores(np.arange(len(solver.words.answers)))
+    return [solver.words.allowed[i] for i in np.argsort(-h, kind="stable")[:k]]
+
+
+def _play_traced(answer: str, policy_turns, rng: random.Random, max_turns: int):
+    """Play ``answer``: ``policy_turns(history, rng) -> (guess, reason, solver)`` each turn."""
+    history, reasons = [], []
+    from wordle_rl.game import score
+
+    for _ in range(max_turns):
+        guess, reason, solver = policy_turns(history, rng)
+        reasons.append((reason, rationale(solver, history, guess, reason)))
+        history.append((guess, score(guess, answer)))
+        if guess == answer:
+            break
+    return history, reasons
+
+
+def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordList | None = None) -> list[dict]:
+    """Solver games on **train** answers only, rendered as TRL conversational ``messages`` rows."""
+    cfg = config or SftConfig()
+    words = words or load_word_lists()
+    style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
+    entropy = EntropySolver(words)
+    search = SearchSolver(words, matrix=entropy.matrix, by_answer=entropy.by_answer)
+    openers = _strong_openers(entropy, cfg.n_openers)
+    train = list(splits.train)
+    if not train:
+        raise DataError("the train split is empty")
+    rows = []
+    for i in range(cfg.games):
+        rng = random.Random(f"{cfg.seed}:{i}")
+        answer = train[i % len(train)] if i < len(train) else rng.choice(train)
+        solver = search if rng.random() < cfg.search_share else entropy
+        r = rng.random()
+        first = None
+        if solver is search:  # the search solver plays clean games from its own opener
+            random_second = False
+        else:
+            if r < cfg.random_first_share:
+                first = ("random_first", rng.choice(words.allowed))
+            elif r < cfg.random_first_share + cfg.opener_share:
+                first = ("opener", rng.choice(openers))
+            random_second = rng.random() < cfg.random_second_share
+
+        def policy(history, rng, first=first, random_second=random_second, solver=solver):
+            if not history and first is not None:
+                return first[1], ("explore" if first[0] == "random_first" else "solver"), solver
+            if len(history) == 1 and random_second:
+                cands = solver.candidates(history)
+                return words.answers[int(cands[rng.randrange(len(cands))])], "explore", solver
+            return solver.guess(history), "solver", solver
+
+        history, reasons = _play_traced(answer, policy, rng, cfg.max_turns)
+        thinks = [text for _, text in reasons] if style.uses_think else None
+        messages = render_conversation(style, history, thinks=thinks)
+        for k, (reason, _) in enumerate(reasons):
+            if reason == "explore":  # shown as context, never imitated (see the chat template)
+                messages[2 + 2 * k]["train"] = False
+        won = history[-1][0] == answer
+        if won:
+            messages = messages[:-1]  # the conversation ends on the winning guess
+        rows.append({
+            "messages": messages, "answer": answer, "split": "train", "solver": solver.name,
+            "start": first[0] if first else "solver", "random_second": random_second,
+            "turns": len(history), "won": won,
+            "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------- RL prompts
+@dataclass
+class RlConfig:
+    """How RL prompt rows ``{answer, history, prompt}`` are generated."""
+
+    rows: int = field(default=4000, metadata={"help": "Number of rows."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    split: str = field(default="train", metadata={"help": "Which split's answers are targets."})
+    depth_mix: dict[int, float] = field(default_factory=lambda: {0: 0.4, 1: 0.3, 2: 0.2, 3: 0.1}, metadata={
+        "help": "Probability of each history depth (earlier turns already played), 0-4."})
+    random_move_share: float = field(default=0.0, metadata={
+        "help": "Share of history moves that are random candidates instead of solver moves (mixed histories)."})
+    style: str = field(default="xml", metadata={"help": "Prompt style for the rendered prompt."})
+    think: bool = field(default=True, metadata={"help": "Style expects <think>."})
+    max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+
+
+def parse_depth_mix(text: str) -> dict[int, float]:
+    """``"0:0.4,1:0.3,2:0.3"`` -> ``{0: 0.4, 1: 0.3, 2: 0.3}`` (weights are normalised)."""
+    try:
+        mix = {int(k): float(v) for k, v in (part.split(":") for part in text.split(",") if part.strip())}
+    except ValueError as e:
+        raise DataError(f"bad depth mix {text!r}: use depth:weight pairs like 0:0.5,1:0.5") from e
+    if not mix or any(d < 0 or d > 4 for d in mix) or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+        raise DataError(f"bad depth mix {text!r}: depths 0-4, weights >= 0, not all zero")
+    total = sum(mix.values())
+    return {d: w / total for d, w in sorted(mix.items())}
+
+
+def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList | None = None) -> list[dict]:
+    """RL prompt rows: an answer of the chosen split and 0-4 earlier turns (never already solved)."""
+    cfg = config or RlConfig()
+    words = words or load_word_lists()
+    answers = {"train": splits.train, "val": splits.val, "test": splits.test}.get(cfg.split)
+    if answers is None or not answers:
+        raise DataError(f"split {cfg.split!r} is unknown or empty")
+    mix = parse_depth_mix(",".join(f"{k}:{v}" for k, v in cfg.depth_mix.items()))
+    style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
+    solver = EntropySolver(words)
+    from wordle_rl.game import score
+
+    rows = []
+    depths, weights = list(mix), list(mix.values())
+    for i in range(cfg.rows):
+        rng = random.Random(f"rl:{cfg.seed}:{i}")
+        answer = answers[i % len(answers)] if i < len(answers) else rng.choice(answers)
+        depth = rng.choices(depths, weights)[0]
+        history: list[tuple[str, int]] = []
+        for _ in range(depth):
+            if history and rng.random() < cfg.random_move_share:
+                cands = solver.candidates(history)
+                guess = words.answers[int(cands[rng.randrange(len(cands))])]
+            else:
+                guess = solver.guess(history)
+            if guess == answer:
+                break  # a history never contains the win
+            history.append((guess, score(guess, answer)))
+        prompt = render_conversation(style, history)
+        rows.append({"answer": answer, "split": cfg.split, "depth": len(history),
+                     "history": [[g, pattern_to_str(p, words.length)] for g, p in history], "prompt": prompt})
+    return rows
+
+
+# --------------------------------------------------------------------------- files, checks, stats
+def write_jsonl(rows: list[dict], path: str | Path) -> None:
+    """Deterministic JSONL (sorted keys, no floats formatting surprises): same rows -> same bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    rows = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        row["_line"] = lineno
+        rows.append(row)
+    return rows
+
+
+def validate_rows(rows: list[dict], source: str, words: WordList | None = None) -> None:
+    """Schema and word checks: every row needs an ``answer`` in the answer list and a well-formed history."""
+    words = words or load_word_lists()
+    problems = []
+    for k, row in enumerate(rows):
+        where = f"{source}:{row.get('_line', k + 1)}"
+        ans = row.get("answer")
+        if not isinstance(ans, str):
+            problems.append(f"{where}: missing 'answer' (string)")
+            continue
+        if not words.is_answer(ans):
+            problems.append(f"{where}: answer {ans!r} is not in the answer list")
+        hist = row.get("history", [])
+        if not isinstance(hist, list):
+            problems.append(f"{where}: 'history' must be a list of [guess, pattern]")
+            continue
+        for turn in hist:
+            if not (isinstance(turn, list | tuple) and len(turn) == 2 and isinstance(turn[0], str)):
+                problems.append(f"{where}: history entry {turn!r} is not [guess, pattern]")
+                break
+            if not words.is_allowed(turn[0]):
+                problems.append(f"{where}: history guess {turn[0]!r} is not in the word list")
+                break
+            try:
+                str_to_pattern(turn[1]) if isinstance(turn[1], str) else int(turn[1])
+            except (ValueError, TypeError):
+                problems.append(f"{where}: history pattern {turn[1]!r} is not a pattern like GYXXG")
+                break
+        if "messages" in row and not (isinstance(row["messages"], list) and all(
+                isinstance(m, dict) and "role" in m and "content" in m for m in row["messages"])):
+            problems.append(f"{where}: 'messages' must be a list of {{role, content}} objects")
+    if problems:
+        raise DataError(f"{len(problems)} problem(s):\n" + "\n".join(problems[:50]))
+
+
+def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>", allowed_split: str = "train") -> int:
+    """Fail loudly if any row's target answer is outside ``allowed_split``; returns the number of rows checked."""
+    bad = []
+    for k, row in enumerate(rows):
+        where = f"{source}:{row.get('_line', k + 1)}"
+        split = splits.split_of(row.get("answer", ""))
+        if split != allowed_split:
+            bad.append(f"{where}: target {row.get('answer')!r} is in the {split or 'no'} split")
+    if bad:
+        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {allowed_split} split:\n"
+                        + "\n".join(bad[:50]))
+    return len(rows)
+
+
+def stats(rows: list[dict], splits: Splits | None = None) -> dict:
+    """Counts, turn distribution, history-depth mix, split membership, win rate, solver mix."""
+    out: dict = {"rows": len(rows), "distinct_answers": len({r.get("answer") for r in rows})}
+    if rows and "turns" in rows[0]:
+        out["turns"] = dict(sorted(Counter(r["turns"] for r in rows).items()))
+        out["won"] = sum(bool(r.get("won")) for r in rows)
+    if rows and "depth" in rows[0]:
+        out["history_depth"] = dict(sorted(Counter(r["depth"] for r in rows).items()))
+    for key in ("solver", "start", "status"):
+        if rows and key in rows[0]:
+            out[key] = dict(sorted(Counter(str(r[key]) for r in rows).items()))
+    if splits is not None:
+        out["split_membership"] = dict(sorted(Counter(splits.split_of(r.get("answer", "")) or "none"
+                                                      for r in rows).items()))
+    return out
+
+
+def save_dataset(rows: list[dict], out_dir: str | Path, name: str) -> Path:
+    """Write ``out_dir/name.jsonl`` and a Hugging Face ``datasets`` copy in ``out_dir/hf`` (save_to_disk)."""
+    from datasets import Dataset
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
+    out_dir = Path(out_dir)
+    write_jsonl(rows, out_dir / f"{name}.jsonl")
+    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    Dataset.from_list(clean).save_to_disk(str(out_dir / "hf"))
+    return out_dir / f"{name}.jsonl"

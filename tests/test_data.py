@@ -1,0 +1,163 @@
+import json
+import math
+import re
+
+import pytest
+
+from wordle_rl.data import (
+    DataError,
+    RlConfig,
+    SftConfig,
+    Splits,
+    check_leakage,
+    generate_rl,
+    generate_sft,
+    make_splits,
+    parse_depth_mix,
+    read_jsonl,
+    stats,
+    validate_rows,
+    write_jsonl,
+)
+from wordle_rl.game import score, str_to_pattern
+from wordle_rl.prompts import Knowledge
+
+
+@pytest.fixture(scope="module")
+def splits(words):
+    return make_splits(words, seed=0)
+
+
+@pytest.fixture(scope="module")
+def sft_rows(splits, words):
+    return generate_sft(splits, SftConfig(games=150, seed=3, search_share=0.2), words)
+
+
+def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (1851, 232, 232)
+    assert sorted(splits.train + splits.val + splits.test) == sorted(words.answers)
+    assert make_splits(words, seed=0) == splits and make_splits(words, seed=1).test != splits.test
+    splits.save(tmp_path / "s.json")
+    assert Splits.load(tmp_path / "s.json", words).test == splits.test
+    (tmp_path / "bad.json").write_text('{"seed": 0}')
+    with pytest.raises(DataError, match="not a splits file"):
+        Splits.load(tmp_path / "bad.json", words)
+    with pytest.raises(DataError, match="fractions"):
+        make_splits(words, fractions=(0.5, 0.5, 0.5))
+
+
+def test_sft_targets_only_train_and_leakage_check(splits, sft_rows, words):
+    assert all(splits.split_of(r["answer"]) == "train" for r in sft_rows)
+    assert check_leakage(sft_rows, splits) == len(sft_rows)
+    leaked = sft_rows[:3] + [dict(sft_rows[0], answer=splits.test[0])]
+    with pytest.raises(DataError, match=r"(?s)LEAKAGE: 1 row.*<rows>:4: target .* test split"):
+        check_leakage(leaked, splits)
+    validate_rows(sft_rows, "sft", words)
+
+
+def _candidates(words, history):
+    return [a for a in words.answers if all(score(g, a) == p for g, p in history)]
+
+
+def _bits(guess, cands):
+    counts = {}
+    for c in cands:
+        p = score(guess, c)
+        counts[p] = counts.get(p, 0) + 1
+    n = len(cands)
+    return len(counts), -sum(k / n * math.log2(k / n) for k in counts.values())
+
+
+def test_rationales_are_true(sft_rows, words):
+    checked = 0
+    for row in sft_rows[:60]:
+        history = [(g, str_to_pattern(p)) for g, p in row["history"]]
+        assistant = [m for m in row["messages"] if m["role"] == "assistant"]
+        assert len(assistant) == len(history)
+        for k, msg in enumerate(assistant):
+            state, guess = history[:k], history[k][0]
+            think = re.fullmatch(r"<think>(.*)</think><guess>(\w+)</guess>", msg["content"], re.S)
+            assert think and think.group(2) == guess
+            text = think.group(1)
+            known = Knowledge.from_history(state).describe()
+            assert text.startswith(" ".join(known) if known else "No feedback yet.")
+            cands = _candidates(words, state)
+            n = int(re.search(r"Possible answers: (\d+)", text).group(1))
+            assert n == len(cands)
+            listed = re.search(r"Possible answers: \d+ \(([A-Z, ]+)\)", text)
+            assert (listed is not None) == (n <= 3)
+            if listed:
+                assert sorted(w.lower() for w in listed.group(1).split(", ")) == sorted(cands)
+            if f"Only {guess.upper()} fits." in text:
+                assert cands == [guess]
+                continue
+            groups, bits = _bits(guess, cands)
+            m = re.search(r"(\d+) groups \((\d+\.\d\d) bits\)", text)
+            assert int(m.group(1)) == groups and abs(float(m.group(2)) - bits) < 0.006
+            if "could be the answer" in text:
+                assert guess in cands
+            if "cannot be the answer" in text:
+                assert guess not in cands
+            assert ("Exploring" in text) == (msg.get("train") is False)
+            checked += 1
+    assert checked > 100
+
+
+def test_sft_variety_and_shape(sft_rows):
+    s = stats(sft_rows)
+    assert set(s["solver"]) == {"entropy", "search"}
+    assert {"opener", "random_first", "solver"} <= set(s["start"])
+    assert all(r["won"] for r in sft_rows)  # solvers recover from imperfect starts
+    row = sft_rows[0]
+    assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
+
+
+def test_same_seed_same_bytes(splits, words, tmp_path):
+    a = generate_sft(splits, SftConfig(games=40, seed=9), words)
+    b = generate_sft(splits, SftConfig(games=40, seed=9), words)
+    c = generate_sft(splits, SftConfig(games=40, seed=10), words)
+    write_jsonl(a, tmp_path / "a.jsonl")
+    write_jsonl(b, tmp_path / "b.jsonl")
+    write_jsonl(c, tmp_path / "c.jsonl")
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.jsonl").read_bytes() != (tmp_path / "c.jsonl").read_bytes()
+    r1 = generate_rl(splits, RlConfig(rows=50, seed=2), words)
+    r2 = generate_rl(splits, RlConfig(rows=50, seed=2), words)
+    assert json.dumps(r1) == json.dumps(r2)
+
+
+def test_rl_rows(splits, words):
+    rows = generate_rl(splits, RlConfig(rows=300, seed=1, depth_mix={0: 0.2, 2: 0.5, 4: 0.3},
+                                        random_move_share=0.3), words)
+    assert all(r["split"] == "train" and splits.split_of(r["answer"]) == "train" for r in rows)
+    depths = stats(rows)["history_depth"]
+    assert set(depths) <= {0, 1, 2, 3, 4} and depths.get(2, 0) > 50
+    for r in rows:
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        assert all(score(g, r["answer"]) == p for g, p in hist)
+        assert all(g != r["answer"] for g, _ in hist)  # never already solved
+        assert len(r["prompt"]) == 2 + 2 * len(hist) and r["prompt"][-1]["role"] == "user"
+    val = generate_rl(splits, RlConfig(rows=20, split="val"), words)
+    assert all(splits.split_of(r["answer"]) == "val" for r in val)
+    with pytest.raises(DataError, match="depth mix"):
+        parse_depth_mix("0:1,9:1")
+
+
+def test_bad_files_name_file_line_and_reason(tmp_path, words):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"answer": "crane", "history": []}\n{"answer": "zzzzz"}\n[1, 2]\n')
+    with pytest.raises(DataError, match=r"rows.jsonl:3: expected a JSON object"):
+        read_jsonl(f)
+    f.write_text('{"answer": "crane", "history": []}\n{"answer": "zzzzz"}\n{"history": []}\n'
+                 '{"answer": "crane", "history": [["qqqqq", "GGXXX"]]}\n'
+                 '{"answer": "crane", "history": [["slate", "GQ"]]}\n')
+    with pytest.raises(DataError) as e:
+        validate_rows(read_jsonl(f), str(f), words)
+    msg = str(e.value)
+    assert f"{f}:2: answer 'zzzzz' is not in the answer list" in msg
+    assert f"{f}:3: missing 'answer'" in msg
+    assert f"{f}:4: history guess 'qqqqq'" in msg
+    assert f"{f}:5: history pattern 'GQ'" in msg
+    f.write_text("{broken\n")
+    with pytest.raises(DataError, match=r"rows.jsonl:1: not valid JSON"):
+        read_jsonl(f)
