@@ -466,6 +466,242 @@ def data_teacher_sft(
     console.print(f"{len(rows)} games -> {path}")
 
 
+@app.command("init-model")
+def init_model_cmd(
+    out: Annotated[Path, typer.Argument(help="Folder for the model and tokenizer.")],
+    preset: Annotated[str, typer.Option(help="Size: tiny (default, ≈3.5 M), small (≈11 M), micro (tests).")] = "tiny",
+    seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+) -> None:
+    """Build the embedded default model (Qwen3 from a config, local tokenizer) with no download."""
+    from wordle_rl.models import MODEL_PRESETS, init_model
+
+    if preset not in MODEL_PRESETS:
+        raise fail(f"unknown preset {preset!r}; choose one of {sorted(MODEL_PRESETS)}")
+    path = init_model(out, preset, seed)
+    meta = json.loads((path / "wordle_rl.json").read_text())
+    console.print(f"{preset} model ({meta['parameters'] / 1e6:.2f} M parameters) -> {path}")
+
+
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def sft(
+    ctx: typer.Context,
+    config: Annotated[Path | None, typer.Option(help="YAML/JSON file of WordleSFTConfig fields.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")] = False,
+) -> None:
+    """Supervised fine-tuning (TRL SFTTrainer). Every WordleSFTConfig / SFTConfig field is a flag:
+    --model, --data, --output-dir, --max-steps, --learning-rate, --per-device-train-batch-size, --threads,
+    --time-budget-minutes, --lora, ... (see `wordle-rl sft --help-config`)."""
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    cfg = _parse_config(WordleSFTConfig, config, ctx.args)
+    try:
+        out = run_sft(cfg, resume=resume)
+    except (FileNotFoundError, ValueError) as e:
+        raise fail(str(e)) from e
+    console.print(f"model -> {out}")
+
+
+def _parse_config(cls, config: Path | None, args: list[str]):
+    """A TRL-style config dataclass from an optional YAML/JSON file, overridden by --field value flags."""
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(cls)
+    if "--help-config" in args:
+        parser.print_help()
+        raise typer.Exit(0)
+    base: dict = {}
+    if config is not None:
+        if not config.is_file():
+            raise fail(f"{config}: config file not found")
+        import yaml
+
+        try:
+            base = yaml.safe_load(config.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise fail(f"{config}: not valid YAML/JSON ({e})") from e
+        if not isinstance(base, dict):
+            raise fail(f"{config}: expected a mapping of config fields")
+        known = {f.name for f in __import__("dataclasses").fields(cls)}
+        unknown = sorted(set(base) - known)
+        if unknown:
+            raise fail(f"{config}: unknown field(s) {unknown}")
+    argv = [x for k, v in base.items() for x in (f"--{k}", str(v))] + list(args)
+    try:
+        (cfg,) = parser.parse_args_into_dataclasses(args=argv)
+    except (ValueError, SystemExit) as e:
+        raise fail(f"bad config: {e}") from e
+    return cfg
+
+
+@app.command("eval")
+def eval_cmd(
+    model: Annotated[str | None, typer.Option(help="Local model path or hub id.")] = None,
+    solver: Annotated[str | None, typer.Option(help="Evaluate a solver instead: random | entropy | search.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")] = None,
+    endpoint_model: Annotated[str | None, typer.Option(help="Model name at --base-url.")] = None,
+    split: Annotated[str, typer.Option(help="train | val | test.")] = "test",
+    splits: SplitsOpt = Path("data/splits.json"),
+    decode: Annotated[str, typer.Option(help="free | allowed | consistent (local models).")] = "free",
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed (sampling, train sample).")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Games per generate call.")] = 128,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 64,
+    limit: Annotated[int | None, typer.Option(help="Only the first N answers.")] = None,
+    train_sample: Annotated[bool, typer.Option(help="Also play as many train answers.")] = True,
+    style: StyleOpt = "xml",
+    think: ThinkOpt = False,
+    threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+    out: Annotated[Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")] = None,
+) -> None:
+    """Play every answer of a split with a model, solver or endpoint; report honest metrics."""
+    from wordle_rl.data import Splits
+    from wordle_rl.evaluate import EndpointPolicy, EvalConfig, ModelPolicy, SolverPolicy, run_eval
+    from wordle_rl.prompts import PromptStyle
+
+    if sum(x is not None for x in (model, solver, base_url)) != 1:
+        raise fail("give exactly one of --model, --solver or --base-url")
+    try:
+        cfg = EvalConfig(split=split, splits=str(splits), decode=decode, temperature=temperature, seed=seed,
+                         batch_size=batch_size, max_new_tokens=max_new_tokens, train_sample=train_sample,
+                         limit=limit, style=style, think=think, threads=threads)
+        st = PromptStyle(style, think=think)
+    except ValueError as e:
+        raise fail(str(e)) from e
+    sp = _data_call(Splits.load, splits)
+    answers = {"train": sp.train, "val": sp.val, "test": sp.test}.get(split)
+    if answers is None:
+        raise fail(f"--split must be train, val or test, got {split!r}")
+    answers = answers[:limit] if limit else answers
+    wl = load_word_lists()
+    meta: dict = {}
+    if model is not None:
+        from wordle_rl.models import load_model
+
+        try:
+            m, tok = load_model(model, device=device, threads=threads)
+        except (FileNotFoundError, RuntimeError) as e:
+            raise fail(str(e)) from e
+        m.eval()
+        policy = ModelPolicy(m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model)
+        meta["model"] = model
+    elif solver is not None:
+        from wordle_rl.solvers import make_solver
+
+        try:
+            policy = SolverPolicy(make_solver(solver, wl, seed=seed), st)
+        except ValueError as e:
+            raise fail(str(e)) from e
+        cfg.decode = "free"
+    else:
+        from wordle_rl.evaluate import EndpointPolicy
+        from wordle_rl.teacher import TeacherConfig
+
+        if not endpoint_model:
+            raise fail("--base-url needs --endpoint-model")
+        policy = EndpointPolicy(TeacherConfig(base_url=base_url, model=endpoint_model, style=style, think=think))
+    total = len(answers) * (2 if train_sample else 1)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(f"eval {policy.name}", total=total)
+        res = run_eval(policy, list(answers), cfg, out, wl, sp.train, meta, progress=lambda: bar.advance(task))
+    _print_results([res])
+    if out:
+        console.print(f"wrote {out}/results.json, games.jsonl, report.md")
+
+
+def _print_results(results: list[dict], names: list[str] | None = None) -> None:
+    from wordle_rl.evaluate import fmt_pct
+
+    table = Table(title="evaluation")
+    for col in ("run", "policy", "decode", "split", "win rate (95 % CI)", "mean guesses", "format err",
+                "invalid", "repeats", "inconsistent", "train-sample win"):
+        table.add_column(col)
+    for i, r in enumerate(results):
+        m = r["metrics"]
+        lo, hi = m["win_rate_ci95"]
+        tr = r.get("train_sample_metrics")
+        table.add_row(names[i] if names else str(i + 1), r["policy"], r["decode"], r["split"],
+                      f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})",
+                      f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-",
+                      fmt_pct(m["format_error_rate"]), fmt_pct(m["invalid_word_rate"]),
+                      fmt_pct(m["repeated_guess_rate"]), fmt_pct(m["inconsistent_rate"]),
+                      fmt_pct(tr["win_rate"]) if tr else "-")
+    console.print(table)
+
+
+@app.command()
+def compare(runs: Annotated[list[Path], typer.Argument(help="Run folders (or results.json files).")]) -> None:
+    """Side-by-side table of evaluation runs."""
+    results, names = [], []
+    for r in runs:
+        f = r / "results.json" if r.is_dir() else r
+        if not f.is_file():
+            raise fail(f"{f}: no results.json")
+        results.append(json.loads(f.read_text()))
+        names.append(str(r))
+    splits_seen = {r["split"] for r in results}
+    if len(splits_seen) > 1:
+        console.print(f"[yellow]warning: runs are on different splits {sorted(splits_seen)}[/]")
+    _print_results(results, names)
+
+
+@app.command()
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders with results.json (models and solvers).")],
+    out: Annotated[Path, typer.Option(help="Folder for the PNG files.")] = Path("plots"),
+) -> None:
+    """Guess histograms side by side and error rates by turn, as PNGs."""
+    from wordle_rl.plots import plot_eval_runs
+
+    results = []
+    for r in runs:
+        f = r / "results.json" if r.is_dir() else r
+        if not f.is_file():
+            raise fail(f"{f}: no results.json")
+        results.append((r.name if r.is_dir() else r.parent.name, json.loads(f.read_text())))
+    for path in plot_eval_runs(results, out):
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def watch(
+    model: Annotated[str, typer.Option(help="Local model path or hub id.")],
+    answer: Annotated[str, typer.Option(help="The secret word.")],
+    decode: Annotated[str, typer.Option(help="free | allowed | consistent.")] = "free",
+    style: StyleOpt = "xml",
+    think: ThinkOpt = False,
+) -> None:
+    """Watch a model play one game, with coloured tiles and its raw replies."""
+    from wordle_rl.env import EnvConfig, WordleEnv
+    from wordle_rl.evaluate import ModelPolicy
+    from wordle_rl.models import load_model
+    from wordle_rl.prompts import PromptStyle
+
+    wl = load_word_lists()
+    if not wl.is_allowed(answer.lower()):
+        raise fail(f"{answer!r} is not in the word list")
+    try:
+        m, tok = load_model(model)
+    except (FileNotFoundError, RuntimeError) as e:
+        raise fail(str(e)) from e
+    st = PromptStyle(style, think=think)
+    policy = ModelPolicy(m.eval(), tok, st, wl, decode=decode)
+    env = WordleEnv(EnvConfig(style=st))
+    env.reset(answer=answer.lower())
+    while not env.done:
+        text = policy.act([env])[0]
+        res = env.step(text)
+        if res.info["guess"]:
+            console.print(tiles(res.info["guess"], env.played[-1][1]), f"  [dim]{escape(text)}[/]")
+        else:
+            console.print(f"[red]{res.info['error']}[/]: [dim]{escape(text)}[/]")
+    console.print(f"{'won' if env.won else 'lost'} in {env.turns_used}; the word was {answer.upper()}")
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",

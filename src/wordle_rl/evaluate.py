@@ -1,0 +1,331 @@
+"""Evaluation harness: any policy plays every answer of a split; honest metrics with confidence intervals.
+
+    wordle-rl eval --model runs/sft --split test --decode free --out runs/sft/eval-free
+    wordle-rl eval --solver entropy --split test --out runs/solver-entropy
+    wordle-rl eval --base-url http://127.0.0.1:8001/v1 --endpoint-model NAME --split test --out runs/teacher
+
+Policies: a solver, a local model (all games advance together, one batched ``generate`` per turn with the
+KV cache, greedy or sampled) or an OpenAI-compatible endpoint. Local models decode in one of three modes,
+always named in the results and never mixed: ``free`` (the headline), ``allowed`` (only words of the allowed
+list can be spelled inside the guess tag) and ``consistent`` (only allowed words that fit all feedback so far),
+through a transformers ``LogitsProcessor``. A win counts only when the exact answer is guessed.
+
+Metrics: win rate with a 95 % Wilson interval, mean guesses on wins, histogram, format-error, invalid-word,
+repeated-guess and inconsistent-guess rates, mean information gain relative to the best guess (what the
+entropy solver plays), and the same on an equal-sized sample of **train** answers (the generalisation gap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.game import score_pairs
+from wordle_rl.prompts import PromptStyle, format_answer
+from wordle_rl.rewards import RewardContext
+from wordle_rl.words import WordList, encode_words
+
+__all__ = ["EvalConfig", "SolverPolicy", "ModelPolicy", "EndpointPolicy", "GuessConstraint", "play_games",
+           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS"]
+
+DECODE_MODES = ("free", "allowed", "consistent")
+FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_length", "not_alpha")
+
+
+@dataclass
+class EvalConfig:
+    split: str = field(default="test", metadata={"help": "Split whose answers are played (train/val/test)."})
+    splits: str = field(default="data/splits.json", metadata={"help": "Splits file."})
+    decode: str = field(default="free", metadata={"help": "free | allowed | consistent (local models)."})
+    temperature: float = field(default=0.0, metadata={"help": "0 = greedy."})
+    seed: int = field(default=0, metadata={"help": "Sampling seed and train-sample seed."})
+    batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Tokens per reply (more with thinking)."})
+    train_sample: bool = field(default=True, metadata={"help": "Also play as many train answers (gap)."})
+    limit: int | None = field(default=None, metadata={"help": "Only the first N answers of the split."})
+    style: str = field(default="xml", metadata={"help": "Prompt style."})
+    think: bool = field(default=False, metadata={"help": "Style expects <think>."})
+    hard: bool = field(default=False, metadata={"help": "Hard mode."})
+    threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+
+    def __post_init__(self) -> None:
+        if self.decode not in DECODE_MODES:
+            raise ValueError(f"--decode must be one of {DECODE_MODES}, got {self.decode!r}")
+
+
+# --------------------------------------------------------------------------- policies
+class SolverPolicy:
+    def __init__(self, solver, style: PromptStyle):
+        self.solver, self.style, self.name = solver, style, f"solver:{solver.name}"
+
+    def act(self, envs: list[WordleEnv]) -> list[str]:
+        return [format_answer(self.style, self.solver.guess(e.played)) for e in envs]
+
+
+class GuessConstraint:
+    """``LogitsProcessor``: inside an open guess tag, only tokens that keep spelling a word of the row's set.
+
+    Works with any tokenizer: the generated text of each row is decoded, and a token is allowed when the partial
+    guess plus its text is a prefix of ``word + close_tag`` for some permitted word; once the tag is closed,
+    only end-of-turn is allowed.
+    """
+
+    def __init__(self, tokenizer, style: PromptStyle, prompt_len: int, prefix_sets: list[set[str]]):
+        self.tok = tokenizer
+        self.open, self.close = ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
+        self.prompt_len = prompt_len
+        self.prefix_sets = prefix_sets
+        self.eos = tokenizer.eos_token_id
+        allowed_chars = set("abcdefghijklmnopqrstuvwxyz") | set(self.close)
+        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.cands = []
+        for i, t in enumerate(vocab):
+            s = tokenizer.convert_tokens_to_string([t]) if t is not None else ""
+            if s and set(s) <= allowed_chars:
+                self.cands.append((i, s))
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        for b in range(input_ids.shape[0]):
+            text = self.tok.decode(input_ids[b, self.prompt_len:], skip_special_tokens=True)
+            visible = text.split("</think>")[-1] if "<think>" in text else text
+            k = visible.rfind(self.open)
+            if k < 0:
+                continue
+            partial = visible[k + len(self.open):]
+            mask = torch.full_like(scores[b], float("-inf"))
+            if partial.endswith(self.close):
+                mask[self.eos] = 0
+            else:
+                ok = [i for i, s in self.cands if (partial + s) in self.prefix_sets[b]]
+                if ok:
+                    mask[ok] = 0
+                else:
+                    mask[self.eos] = 0
+            scores[b] = scores[b] + mask
+        return scores
+
+
+def _prefixes(words_iter, close: str) -> set[str]:
+    out = set()
+    for w in words_iter:
+        full = w + close
+        for i in range(1, len(full) + 1):
+            out.add(full[:i])
+    return out
+
+
+class ModelPolicy:
+    """A local causal LM; all games advance together, one batched ``generate`` per turn."""
+
+    def __init__(self, model, tokenizer, style: PromptStyle, words: WordList, decode: str = "free",
+                 temperature: float = 0.0, max_new_tokens: int = 64, batch_size: int = 128, seed: int = 0,
+                 name: str = "model"):
+        self.model, self.tok, self.style, self.words = model, tokenizer, style, words
+        self.decode, self.temperature, self.max_new_tokens = decode, temperature, max_new_tokens
+        self.batch_size, self.seed, self.name = batch_size, seed, name
+        self.calls = 0
+        close = "]" if style.answer_format == "brackets" else "</guess>"
+        self._close = close
+        self._allowed_prefixes = _prefixes(words.allowed, close) if decode != "free" else None
+        self._enc = encode_words(list(words.allowed))
+
+    def _prefix_set(self, env: WordleEnv) -> set[str]:
+        if self.decode == "allowed" or not env.played:
+            return self._allowed_prefixes
+        ok = np.ones(len(self.words.allowed), dtype=bool)
+        for g, p in env.played:
+            g_enc = encode_words([g])
+            ok &= score_pairs(np.broadcast_to(g_enc, self._enc.shape), self._enc) == p
+        return _prefixes((self.words.allowed[i] for i in np.flatnonzero(ok)), self._close)
+
+    def act(self, envs: list[WordleEnv]) -> list[str]:
+        import torch
+        from transformers import LogitsProcessorList, set_seed
+
+        out: list[str] = []
+        for start in range(0, len(envs), self.batch_size):
+            chunk = envs[start:start + self.batch_size]
+            texts = [self.tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False)
+                     for e in chunk]
+            enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+            kw = {"max_new_tokens": self.max_new_tokens, "pad_token_id": self.tok.pad_token_id,
+                  "eos_token_id": self.tok.eos_token_id, "use_cache": True}
+            if self.temperature > 0:
+                set_seed(self.seed * 100_003 + self.calls)
+                kw |= {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0}
+            else:
+                kw |= {"do_sample": False}
+            if self.decode != "free":
+                kw["logits_processor"] = LogitsProcessorList([GuessConstraint(
+                    self.tok, self.style, enc["input_ids"].shape[1], [self._prefix_set(e) for e in chunk])])
+            self.calls += 1
+            with torch.no_grad():
+                gen = self.model.generate(**enc, **kw)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            out.extend(self.tok.batch_decode(new, skip_special_tokens=True))
+        return out
+
+
+class EndpointPolicy:
+    """An OpenAI-compatible chat endpoint (retries and timeouts from :mod:`wordle_rl.teacher`)."""
+
+    def __init__(self, cfg, concurrency: int = 8):
+        import httpx
+
+        self.cfg, self.name = cfg, f"endpoint:{cfg.model}"
+        self.client = httpx.Client()
+        self.concurrency = concurrency
+
+    def act(self, envs: list[WordleEnv]) -> list[str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from wordle_rl.teacher import TeacherError, chat_completion
+
+        def one(e):
+            try:
+                return chat_completion(self.client, self.cfg, e.messages, random.Random(0))
+            except TeacherError as err:
+                return f"[endpoint error: {err}]"
+
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            return list(pool.map(one, envs))
+
+
+# --------------------------------------------------------------------------- play + metrics
+def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardContext, progress=None) -> list[dict]:
+    """Every answer played to the end; returns one record per game with every turn."""
+    envs = []
+    for a in answers:
+        e = WordleEnv(env_config, ctx=ctx)
+        e.reset(answer=a)
+        envs.append(e)
+    turns: list[list[dict]] = [[] for _ in envs]
+    while True:
+        active = [i for i, e in enumerate(envs) if not e.done]
+        if not active:
+            break
+        texts = policy.act([envs[i] for i in active])
+        for i, text in zip(active, texts):
+            res = envs[i].step(text)
+            info = res.info
+            turns[i].append({"turn": info["turn"], "completion": text, "guess": info["guess"],
+                             "pattern": info["pattern"], "error": info["error"], "reward": res.reward,
+                             "components": info["components"]})
+            if progress and res.done:
+                progress()
+    return [{"answer": e._answer, "won": e.won, "turns": e.turns_used, "moves": t} for e, t in zip(envs, turns)]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval for k successes out of n."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def metrics(games: list[dict], max_turns: int = 6) -> dict:
+    n = len(games)
+    wins = [g for g in games if g["won"]]
+    moves = [m for g in games for m in g["moves"]]
+    later_valid = [m for m in moves if m["turn"] > 1 and m["error"] is None]
+    hist = Counter(g["turns"] for g in wins)
+
+    def rate(xs, pred) -> float:
+        return sum(pred(x) for x in xs) / len(xs) if xs else 0.0
+
+    lo, hi = wilson(len(wins), n)
+    by_turn: dict[str, dict] = {}
+    for t in range(1, max_turns + 1):
+        mt = [m for m in moves if m["turn"] == t]
+        if mt:
+            by_turn[str(t)] = {"moves": len(mt), "format_error": rate(mt, lambda m: m["error"] in FORMAT_ERRORS),
+                               "invalid_word": rate(mt, lambda m: m["error"] == "not_in_word_list"),
+                               "repeated": rate(mt, lambda m: m["error"] == "repeated_guess")}
+    return {
+        "games": n, "wins": len(wins), "win_rate": len(wins) / n if n else 0.0, "win_rate_ci95": [lo, hi],
+        "mean_guesses_on_wins": float(np.mean([g["turns"] for g in wins])) if wins else None,
+        "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)} | {"X": n - len(wins)},
+        "moves": len(moves),
+        "format_error_rate": rate(moves, lambda m: m["error"] in FORMAT_ERRORS),
+        "invalid_word_rate": rate(moves, lambda m: m["error"] == "not_in_word_list"),
+        "repeated_guess_rate": rate(moves, lambda m: m["error"] == "repeated_guess"),
+        "inconsistent_rate": rate(later_valid, lambda m: m["components"]["consistency"] < 1.0),
+        "mean_info_gain_vs_best": float(np.mean([m["components"]["info_gain"] for m in moves
+                                                 if m["error"] is None])) if moves else 0.0,
+        "by_turn": by_turn,
+    }
+
+
+def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None, words: WordList,
+             train_answers: list[str] | None = None, meta: dict | None = None, progress=None) -> dict:
+    """Play, measure, and write ``results.json``, ``games.jsonl`` and ``report.md`` to ``out``."""
+    ctx = RewardContext(words).warm_up()
+    style = PromptStyle(cfg.style, think=cfg.think)
+    env_cfg = EnvConfig(style=style, hard=cfg.hard)
+    t0 = time.perf_counter()
+    games = play_games(policy, answers, env_cfg, ctx, progress)
+    wall = time.perf_counter() - t0
+    result = {"policy": policy.name, "decode": getattr(policy, "decode", "n/a"), "split": cfg.split,
+              "config": asdict(cfg), "metrics": metrics(games), "wall_s": round(wall, 2), **(meta or {})}
+    train_games = []
+    if cfg.train_sample and train_answers:
+        sample = random.Random(cfg.seed).sample(train_answers, min(len(answers), len(train_answers)))
+        train_games = play_games(policy, sample, env_cfg, ctx, progress)
+        result["train_sample_metrics"] = metrics(train_games)
+        result["generalisation_gap"] = result["train_sample_metrics"]["win_rate"] - result["metrics"]["win_rate"]
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(result, indent=1))
+        with (out / "games.jsonl").open("w") as fh:
+            for g in games:
+                fh.write(json.dumps(g | {"split": cfg.split}) + "\n")
+            for g in train_games:
+                fh.write(json.dumps(g | {"split": "train-sample"}) + "\n")
+        (out / "report.md").write_text(report_markdown(result, games))
+    return result
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def report_markdown(result: dict, games: list[dict]) -> str:
+    m = result["metrics"]
+    lo, hi = m["win_rate_ci95"]
+    lines = [f"# Evaluation: {result['policy']} ({result['decode']} decoding) on the {result['split']} split", "",
+             "| metric | value |", "|---|---|",
+             f"| games | {m['games']} |",
+             f"| win rate | {fmt_pct(m['win_rate'])} (95 % CI {fmt_pct(lo)}–{fmt_pct(hi)}) |",
+             f"| mean guesses on wins | {m['mean_guesses_on_wins'] or '-'} |",
+             f"| histogram (1..6, X) | {' / '.join(str(v) for v in m['histogram'].values())} |",
+             f"| format-error rate (per move) | {fmt_pct(m['format_error_rate'])} |",
+             f"| invalid-word rate | {fmt_pct(m['invalid_word_rate'])} |",
+             f"| repeated-guess rate | {fmt_pct(m['repeated_guess_rate'])} |",
+             f"| inconsistent guesses (turn ≥ 2) | {fmt_pct(m['inconsistent_rate'])} |",
+             f"| mean information gain / best | {m['mean_info_gain_vs_best']:.3f} |"]
+    if "train_sample_metrics" in result:
+        t = result["train_sample_metrics"]
+        lines += [f"| win rate on {t['games']} train answers | {fmt_pct(t['win_rate'])} |",
+                  f"| generalisation gap (train − {result['split']}) | {fmt_pct(result['generalisation_gap'])} |"]
+    lines += ["", "## Sample games", ""]
+    for g in games[:5]:
+        row = " ".join(f"{mv['guess'] or '∅'}:{mv['pattern'] or mv['error']}" for mv in g["moves"])
+        lines.append(f"- {g['answer']}: {'won' if g['won'] else 'lost'} — {row}")
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,147 @@
+"""A real tiny model built by init-model: tokenizer, chat template, SFT steps, resume, evaluation."""
+
+import json
+
+import pytest
+import torch
+
+from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
+from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, SolverPolicy, metrics, run_eval, wilson
+from wordle_rl.models import build_tokenizer, init_model, load_model
+from wordle_rl.prompts import PromptStyle
+from wordle_rl.solvers import EntropySolver
+
+NT = PromptStyle("xml", think=False)
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    return init_model(tmp_path_factory.mktemp("models") / "micro", "micro", seed=0)
+
+
+@pytest.fixture(scope="module")
+def sft_data(tmp_path_factory, words):
+    splits = make_splits(words, seed=0)
+    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, search_share=0.0), words)
+    out = tmp_path_factory.mktemp("data") / "sft"
+    save_dataset(rows, out, "sft")
+    return out, splits, rows
+
+
+def test_tokenizer_round_trip_and_phrases(micro):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(micro)
+    text = "CRATE -> X X G G G\nYou have 5 guesses left.<guess>abide</guess>"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == text
+    assert tok.unk_token_id not in ids
+    assert len(ids) == 5 + 1 + 9 + 1 + 1 + 1 + 5 + 1  # letters, ' -> ', marks, '\n', phrase, tags, letters
+    assert len(tok("é", add_special_tokens=False)["input_ids"]) == 1  # unknown chars map to <|unk|>
+
+
+def test_chat_template_masks_assistant_and_skips_untrained_turns(micro, sft_data):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(micro)
+    _, _, rows = sft_data
+    row = next(r for r in rows if any(m.get("train") is False for m in r["messages"]))
+    enc = tok.apply_chat_template(row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = enc["input_ids"], enc["assistant_masks"]
+    trained = tok.decode([i for i, m in zip(ids, mask) if m])
+    for m in row["messages"]:
+        if m["role"] == "assistant":
+            assert (m["content"] in trained) == (m.get("train") is not False)
+    assert "You have" not in trained  # environment text is never a target
+
+
+def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    data, _, _ = sft_data
+    before = {k: v.clone() for k, v in load_model(str(micro))[0].state_dict().items()}
+    out = tmp_path / "run"
+    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=8, save_steps=4,
+                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3, warmup_ratio=0.0,
+                          threads=1, disable_tqdm=True)
+    run_sft(cfg)
+    log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
+    assert log[-1]["loss"] < log[0]["loss"]
+    after = load_model(str(out))[0].state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert (out / "checkpoint-8").is_dir() and (out / "wordle_rl_sft_config.json").is_file()
+    # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state restored)
+    cfg2 = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=12, save_steps=4,
+                           logging_steps=1, per_device_train_batch_size=8, threads=1, disable_tqdm=True)
+    run_sft(cfg2, resume=True)
+    state = json.loads((out / "checkpoint-12" / "trainer_state.json").read_text())
+    assert state["global_step"] == 12
+    steps = [e["step"] for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
+    assert steps == list(range(1, 13))  # steps 1-8 restored from the checkpoint, not redone; 9-12 new
+
+
+def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    data, _, _ = sft_data
+    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(tmp_path / "empty"), max_steps=1,
+                          threads=1)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        run_sft(cfg, resume=True)
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_model(str(tmp_path / "nothing"))
+
+
+def test_untrained_model_reports_real_low_numbers(micro, words, tmp_path, sft_data):
+    _, splits, _ = sft_data
+    model, tok = load_model(str(micro), threads=1)
+    cfg = EvalConfig(split="test", train_sample=True, max_new_tokens=12, batch_size=16)
+    policy = ModelPolicy(model.eval(), tok, NT, words, max_new_tokens=12, batch_size=16)
+    res = run_eval(policy, splits.test[:8], cfg, tmp_path / "ev", words, splits.train)
+    m = res["metrics"]
+    assert m["games"] == 8 and m["wins"] == 0 and m["win_rate_ci95"][0] == 0.0
+    assert m["format_error_rate"] > 0.9 and m["moves"] == 8 * 6
+    assert res["train_sample_metrics"]["games"] == 8
+    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert saved["metrics"]["win_rate"] == m["win_rate"] and saved["decode"] == "free"
+    assert len((tmp_path / "ev" / "games.jsonl").read_text().splitlines()) == 16
+    assert "Evaluation" in (tmp_path / "ev" / "report.md").read_text()
+
+
+def test_solver_policy_metrics(words, sft_data):
+    _, splits, _ = sft_data
+    cfg = EvalConfig(train_sample=False)
+    res = run_eval(SolverPolicy(EntropySolver(words), NT), splits.test[:30], cfg, None, words)
+    m = res["metrics"]
+    assert m["win_rate"] == 1.0 and m["format_error_rate"] == 0 and m["repeated_guess_rate"] == 0
+    assert 2.5 < m["mean_guesses_on_wins"] < 4.5 and 0.9 < m["mean_info_gain_vs_best"] <= 1.0
+    assert metrics([{"won": True, "turns": 1, "moves": []}])["win_rate"] == 1.0
+
+
+def test_wilson_interval():
+    lo, hi = wilson(50, 100)
+    assert 0.40 < lo < 0.41 and 0.59 < hi < 0.60
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+
+
+def test_guess_constraint_allows_only_continuations():
+    tok = build_tokenizer()
+    words = ["abide", "abbey", "crane"]
+    from wordle_rl.evaluate import _prefixes
+
+    prefix = _prefixes(words, "</guess>")
+    prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    gen = tok("<guess>ab", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt + gen])
+    proc = GuessConstraint(tok, NT, len(prompt), [prefix])
+    scores = proc(ids, torch.zeros(1, len(tok)))
+    allowed = {tok.decode([i]) for i in torch.nonzero(scores[0] > -1e9).flatten().tolist()}
+    assert allowed == {"i", "b"}
+    done = torch.tensor([prompt + tok("<guess>abide</guess>", add_special_tokens=False)["input_ids"]])
+    scores = proc(done, torch.zeros(1, len(tok)))
+    assert torch.nonzero(scores[0] > -1e9).flatten().tolist() == [tok.eos_token_id]
+    free = torch.tensor([prompt + tok("hello", add_special_tokens=False)["input_ids"]])
+    assert torch.all(proc(free, torch.zeros(1, len(tok))) == 0)
