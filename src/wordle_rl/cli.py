@@ -504,6 +504,28 @@ def sft(
     console.print(f"model -> {out}")
 
 
+@app.command(context_settings=_PASSTHROUGH)
+def grpo(
+    ctx: typer.Context,
+    config: Annotated[Path | None, typer.Option(help="YAML/JSON file of WordleGRPOConfig fields.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")] = False,
+) -> None:
+    """Multi-turn GRPO against the environment (TRL GRPOTrainer + a whole-game rollout_func). Every
+    WordleGRPOConfig / GRPOConfig field is a flag: --model, --data, --output-dir, --num-generations,
+    --max-steps, --temperature, --reward-preset, --curriculum, --env-url, ... (`wordle-rl grpo --help-config`)."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from wordle_rl.grpo import WordleGRPOConfig, run_grpo
+
+    cfg = _parse_config(WordleGRPOConfig, config, ctx.args)
+    try:
+        out = run_grpo(cfg, resume=resume)
+    except (FileNotFoundError, ValueError) as e:
+        raise fail(str(e)) from e
+    console.print(f"model -> {out}")
+
+
 def _parse_config(cls, config: Path | None, args: list[str]):
     """A TRL-style config dataclass from an optional YAML/JSON file, overridden by --field value flags."""
     from transformers import HfArgumentParser

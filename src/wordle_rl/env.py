@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wordle_rl.game import pattern_to_str, score
+from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
 from wordle_rl.prompts import (
     PromptStyle,
@@ -122,7 +122,7 @@ class WordleEnv:
                          {"role": "user", "content": first_user_message(st, self._hint())}]
         for g, p in history or []:
             g = str(g).lower()
-            p = score(g, answer) if p is None else p
+            p = score(g, answer) if p is None else (str_to_pattern(p) if isinstance(p, str) else int(p))
             if p != score(g, answer):
                 raise ValueError(f"history turn {g!r} has pattern {pattern_to_str(p, len(g))}, which does not "
                                  f"match the answer")

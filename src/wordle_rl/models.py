@@ -62,8 +62,7 @@ def phrases(max_turns: int = 6) -> list[str]:
     from wordle_rl import prompts
     from wordle_rl.prompts import PromptStyle
 
-    out: set[str] = {"<think>", "</think>", "<guess>", "</guess>", " -> ", "<|im_start|>system\n",
-                     "<|im_start|>user\n", "<|im_start|>assistant\n"}
+    out: set[str] = {"<think>", "</think>", "<guess>", "</guess>", " -> "}
     for name in prompts.STYLES:
         for think in (True, False):
             st = PromptStyle(name, think=think, max_turns=max_turns)

@@ -1,0 +1,341 @@
+"""Multi-turn GRPO: TRL's ``GRPOTrainer`` with a ``rollout_func`` that plays whole games.
+
+    wordle-rl grpo --model runs/sft --data data/rl --output-dir runs/grpo [--num-generations 8] [--resume]
+
+Each prompt row ``{answer, history}`` is played ``num_generations`` times; all games of a generation batch
+advance together, one batched ``generate`` per turn (KV cache), never one game at a time. The episode is one
+sequence: the model's turns (``env_mask`` 1, trained) interleaved with the environment's feedback
+(``env_mask`` 0, masked out of the loss). Per-game results (won, turns, every reward component, errors) go
+to the reward functions as ``episode_<component>`` keyword arguments, so TRL logs each component.
+
+The answer never enters a prompt: rows are found by an index kept in the first message's dict.
+The environment is in-process, or the server when ``env_url`` is set. Health is logged every step:
+zero-spread group share, win rate, guesses, repeats, format errors, episodes/s and tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.prompts import PromptStyle
+from wordle_rl.rewards import COMPONENTS, RewardContext, RewardCurriculum, RewardWeights, combine, make_reward_funcs
+
+__all__ = ["WordleGRPOConfig", "WordleRollout", "run_grpo", "load_rl_rows"]
+
+ROW_KEY = "wordle_row"
+
+
+@dataclass
+class WordleGRPOConfig(GRPOConfig):
+    """TRL's ``GRPOConfig`` with wordle-rl's defaults for the embedded CPU model, plus game settings."""
+
+    model: str = field(default="runs/sft", metadata={"help": "Model to train (hub id or path), usually the SFT one."})
+    data: str = field(default="data/rl", metadata={"help": "RL prompts from `wordle-rl data rl`."})
+    output_dir: str = field(default="runs/grpo", metadata={"help": "Checkpoints and the final model."})
+    style: str = field(default="xml", metadata={"help": "Prompt style (must match the SFT data)."})
+    think: bool = field(default=False, metadata={"help": "Style expects <think>."})
+    hard: bool = field(default=False, metadata={"help": "Hard mode."})
+    max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+    max_turn_tokens: int = field(default=24, metadata={"help": "New tokens per model turn."})
+    env_url: str | None = field(default=None, metadata={"help": "Play against `wordle-rl serve` at this URL."})
+    reward_preset: str = field(default="default", metadata={"help": "Reward weights preset (see rewards.py)."})
+    curriculum: str | None = field(default=None, metadata={
+        "help": "'step' or 'compliance': move weights from the 'format' preset to 'strategy'."})
+    curriculum_steps: int = field(default=200, metadata={"help": "Steps of the step curriculum."})
+    resample_zero_spread: int = field(default=0, metadata={
+        "help": "Replay a group whose games all scored the same up to N times with other prompts."})
+    threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+    time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop (and save) after this long."})
+    num_generations: int = field(default=8, metadata={"help": "Games per prompt (a group); at least 2."})
+    per_device_train_batch_size: int = field(default=64, metadata={"help": "Games per step (multiple of groups)."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Learning rate."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of rollouts."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no reference model)."})
+    logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
+    save_steps: int = field(default=25, metadata={"help": "Checkpoint every N steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
+    report_to: str | list[str] = field(default="none", metadata={"help": "Tracker."})
+    max_completion_length: int = field(default=256, metadata={"help": "Upper bound of a whole episode's tokens."})
+    bf16: bool | None = field(default=None, metadata={"help": "bf16; default: on with CUDA."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations in backward (saves memory on large models, costs time)."})
+    eval_val_every: int = field(default=0, metadata={"help": "Evaluate on the val split every N steps (0 = off)."})
+    eval_val_games: int = field(default=100, metadata={"help": "Val answers per evaluation."})
+    splits: str = field(default="data/splits.json", metadata={"help": "Splits file (for val evaluation)."})
+
+    def __post_init__(self) -> None:
+        if self.num_generations is not None and self.num_generations < 2:
+            raise ValueError("num_generations must be at least 2: GRPO compares games within a group, and a group "
+                             "of one has no relative advantage to learn from")
+        from wordle_rl.sft import _device_defaults
+
+        _device_defaults(self)
+        super().__post_init__()
+
+
+def load_rl_rows(path: str | Path) -> list[dict]:
+    from wordle_rl.data import DataError, read_jsonl, validate_rows
+
+    p = Path(path)
+    f = p / "rl.jsonl" if p.is_dir() else p
+    if not f.is_file():
+        raise DataError(f"{p}: no RL prompts here (make them with `wordle-rl data rl`)")
+    rows = read_jsonl(f)
+    validate_rows(rows, str(f))
+    return rows
+
+
+class WordleRollout:
+    """The ``rollout_func``: whole games, batched per turn, with env tokens masked and per-game rewards."""
+
+    def __init__(self, cfg: WordleGRPOConfig, rows: list[dict], tokenizer, ctx: RewardContext | None = None):
+        self.cfg, self.rows, self.tok = cfg, rows, tokenizer
+        self.ctx = ctx or RewardContext()
+        self.style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns)
+        self.env_config = EnvConfig(style=self.style, hard=cfg.hard, max_turns=cfg.max_turns,
+                                    reward_weights=cfg.reward_preset)
+        self.weights = RewardWeights.from_any(cfg.reward_preset)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.last_stats: dict[str, float] = {}
+        # special tokens other than end-of-turn would break the turn structure: never sample them
+        self._suppress = sorted(set(tokenizer.all_special_ids) - {tokenizer.eos_token_id})
+
+    def _env(self):
+        if self.cfg.env_url:
+            from wordle_rl.client import RemoteEnv
+
+            return RemoteEnv(self.cfg.env_url)
+        return WordleEnv(self.env_config, ctx=self.ctx)
+
+    def play(self, model, row_ids: list[int]) -> list[dict]:
+        """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched generate."""
+
+        was_training = model.training
+        model.eval()  # sampling in train mode (no KV cache under gradient checkpointing) is wrong and slow
+        try:
+            return self._play(model, row_ids)
+        finally:
+            if was_training:
+                model.train()
+
+    def _play(self, model, row_ids: list[int]) -> list[dict]:
+        import torch
+
+        envs, msgs = [], []
+        for r in row_ids:
+            row = self.rows[r]
+            env = self._env()
+            obs = env.reset(answer=row["answer"], history=[(g, p) for g, p in row["history"]] or None)
+            envs.append(env)
+            msgs.append(obs.messages)
+        tok = self.tok
+        texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in msgs]
+        prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        covered = list(texts)
+        comp_ids: list[list[int]] = [[] for _ in envs]
+        mask: list[list[int]] = [[] for _ in envs]
+        done = [False] * len(envs)
+        results: list[dict] = [{} for _ in envs]
+        turn_comps: list[list[dict]] = [[] for _ in envs]
+        errors: list[list[str | None]] = [[] for _ in envs]
+        gen_tokens = 0
+        while not all(done):
+            active = [i for i in range(len(envs)) if not done[i]]
+            ctx_ids = [prompt_ids[i] + comp_ids[i] for i in active]
+            width = max(len(x) for x in ctx_ids)
+            pad = tok.pad_token_id
+            input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ctx_ids], device=model.device)
+            attn = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ctx_ids], device=model.device)
+            with torch.no_grad():
+                out = model.generate(input_ids=input_ids, attention_mask=attn, do_sample=True,
+                                     temperature=self.cfg.temperature, top_k=0, top_p=1.0,
+                                     max_new_tokens=self.cfg.max_turn_tokens, pad_token_id=pad,
+                                     eos_token_id=tok.eos_token_id, use_cache=True,
+                                     suppress_tokens=self._suppress or None)
+            new = out[:, width:].tolist()
+            for j, i in enumerate(active):
+                ids = new[j]
+                forced = tok.eos_token_id not in ids
+                ids = ids[: ids.index(tok.eos_token_id) + 1] if not forced else [t for t in ids if t != pad]
+                gen_tokens += len(ids)
+                text = tok.decode(ids, skip_special_tokens=True)
+                step = envs[i].step(text)
+                comp_ids[i] += ids
+                mask[i] += [1] * len(ids)
+                turn_comps[i].append(step.info["components"])
+                errors[i].append(step.info["error"])
+                if step.done:
+                    if forced:  # a turn cut off at max_turn_tokens is closed by the environment, not the model
+                        comp_ids[i].append(tok.eos_token_id)
+                        mask[i].append(0)
+                    done[i] = True
+                    results[i] = step.info
+                    continue
+                covered[i] += tok.decode(ids, skip_special_tokens=False)
+                nxt = tok.apply_chat_template(step.observation.messages, add_generation_prompt=True, tokenize=False)
+                if not nxt.startswith(covered[i]):
+                    raise RuntimeError("the chat template does not re-render the played turns verbatim; "
+                                       "env tokens cannot be aligned with generated tokens")
+                env_ids = tok(nxt[len(covered[i]):], add_special_tokens=False)["input_ids"]
+                covered[i] = nxt
+                comp_ids[i] += env_ids
+                mask[i] += [0] * len(env_ids)
+        for e in envs:
+            if hasattr(e, "close"):
+                e.close()
+        games = []
+        for i in range(len(envs)):
+            info = results[i]
+            ep = info["episode_components"]
+            games.append({"prompt_ids": prompt_ids[i], "completion_ids": comp_ids[i], "env_mask": mask[i],
+                          "won": bool(info["won"]), "turns": int(info["turns"]), "components": ep,
+                          "errors": errors[i], "reward": combine(ep, self.weights)})
+        self.last_stats["gen_tokens"] = gen_tokens
+        return games
+
+    def __call__(self, prompts: list, trainer) -> dict:
+        t0 = time.perf_counter()
+        row_ids = [int(p[0][ROW_KEY]) for p in prompts]
+        games = self.play(trainer.model, row_ids)
+        g = self.cfg.num_generations
+        tries = 0
+        while tries < self.cfg.resample_zero_spread:
+            flat = [k for k in range(0, len(games), g) if np.ptp([x["reward"] for x in games[k:k + g]]) == 0]
+            if not flat:
+                break
+            new_rows = [int(self.rng.integers(len(self.rows))) for _ in flat]
+            replay = self.play(trainer.model, [r for r in new_rows for _ in range(g)])
+            for n, k in enumerate(flat):
+                games[k:k + g] = replay[n * g:(n + 1) * g]
+            tries += 1
+        spread = [np.ptp([x["reward"] for x in games[k:k + g]]) for k in range(0, len(games), g)]
+        dt = time.perf_counter() - t0
+        moves = [e for x in games for e in x["errors"]]
+        won = [x for x in games if x["won"]]
+        self.last_stats.update({
+            "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
+            "wordle/win_rate": len(won) / len(games),
+            "wordle/mean_guesses_on_wins": float(np.mean([x["turns"] for x in won])) if won else 0.0,
+            "wordle/repeated_guess_rate": float(np.mean([e == "repeated_guess" for e in moves])),
+            "wordle/format_error_rate": float(np.mean([e not in (None, "not_in_word_list", "repeated_guess",
+                                                                 "hard_mode_violation") for e in moves])),
+            "wordle/invalid_word_rate": float(np.mean([e == "not_in_word_list" for e in moves])),
+            "wordle/episodes_per_s": len(games) / dt,
+            "wordle/tokens_per_s": self.last_stats["gen_tokens"] / dt,
+            "wordle/resample_rounds": tries,
+        })
+        metrics = getattr(trainer, "_metrics", None)
+        if metrics is not None:
+            for k, v in self.last_stats.items():
+                if k.startswith("wordle/"):
+                    metrics["train"][k].append(v)
+        out = {"prompt_ids": [x["prompt_ids"] for x in games], "completion_ids": [x["completion_ids"] for x in games],
+               "env_mask": [x["env_mask"] for x in games], "logprobs": None,
+               "won": [x["won"] for x in games], "turns": [x["turns"] for x in games]}
+        for c in COMPONENTS:
+            out[f"episode_{c}"] = [x["components"][c] for x in games]
+        return out
+
+
+class CurriculumCallback(TrainerCallback):
+    """Moves ``trainer.reward_weights`` along a :class:`RewardCurriculum` each step."""
+
+    def __init__(self, curriculum: RewardCurriculum, rollout: WordleRollout):
+        self.curriculum, self.rollout, self.trainer = curriculum, rollout, None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        import torch
+
+        if self.trainer is None:
+            return control
+        compliance = 1.0 - self.rollout.last_stats.get("wordle/format_error_rate", 1.0)
+        w = self.curriculum.weights(step=state.global_step, compliance=compliance)
+        self.trainer.reward_weights = torch.tensor(w.as_list(), dtype=torch.float32)
+        self.rollout.weights = w
+        return control
+
+
+class ValEvalCallback(TrainerCallback):
+    """Plays val answers every N steps with greedy decoding; logs win rate and appends to a JSONL."""
+
+    def __init__(self, cfg: WordleGRPOConfig, tokenizer, out: Path):
+        self.cfg, self.tok, self.out, self.trainer = cfg, tokenizer, out, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer is None or not self.cfg.eval_val_every or state.global_step % self.cfg.eval_val_every:
+            return control
+        from wordle_rl.data import Splits
+        from wordle_rl.evaluate import EvalConfig, ModelPolicy, run_eval
+        from wordle_rl.words import load_word_lists
+
+        words = load_word_lists()
+        sp = Splits.load(self.cfg.splits, words)
+        model = self.trainer.model
+        was_training = model.training
+        model.eval()
+        style = PromptStyle(self.cfg.style, think=self.cfg.think)
+        policy = ModelPolicy(model, self.tok, style, words, max_new_tokens=self.cfg.max_turn_tokens)
+        ecfg = EvalConfig(split="val", train_sample=False, style=self.cfg.style, think=self.cfg.think)
+        res = run_eval(policy, sp.val[: self.cfg.eval_val_games], ecfg, None, words)
+        if was_training:
+            model.train()
+        rec = {"step": state.global_step, "val_win_rate": res["metrics"]["win_rate"],
+               "val_mean_guesses": res["metrics"]["mean_guesses_on_wins"]}
+        with (self.out / "val_eval.jsonl").open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        return control
+
+
+def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
+    import torch
+    from datasets import Dataset
+
+    from wordle_rl.models import load_model
+    from wordle_rl.sft import TimeBudget, _jsonable, _last_checkpoint
+
+    torch.set_num_threads(cfg.threads)
+    model, tok = load_model(cfg.model, threads=cfg.threads)
+    rows = load_rl_rows(cfg.data)
+    prompts = []
+    for i, r in enumerate(rows):
+        p = [dict(m) for m in r["prompt"]]
+        p[0][ROW_KEY] = i
+        prompts.append({"prompt": p})
+    dataset = Dataset.from_list(prompts)
+    rollout = WordleRollout(cfg, rows, tok)
+    weights = RewardWeights.from_any(cfg.reward_preset)
+    cfg.reward_weights = weights.as_list()
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "wordle_rl_grpo_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
+    callbacks: list = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
+    cur = None
+    if cfg.curriculum:
+        cur = CurriculumCallback(RewardCurriculum("format", "strategy", mode=cfg.curriculum,
+                                                  steps=cfg.curriculum_steps), rollout)
+        callbacks.append(cur)
+    val = ValEvalCallback(cfg, tok, out) if cfg.eval_val_every else None
+    if val:
+        callbacks.append(val)
+    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_funcs(rollout.style, cfg.hard, cfg.max_turns),
+                          args=cfg, train_dataset=dataset, processing_class=tok, rollout_func=rollout,
+                          callbacks=callbacks)
+    for cb in (cur, val):
+        if cb is not None:
+            cb.trainer = trainer
+    last = _last_checkpoint(out) if resume else None
+    if resume and last is None:
+        raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
+    trainer.train(resume_from_checkpoint=str(last) if last else None)
+    trainer.save_model(str(out))
+    tok.save_pretrained(str(out))
+    (out / "wordle_rl_grpo_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    return out

@@ -1,0 +1,103 @@
+"""Multi-turn GRPO with a real tiny model on CPU: rollouts, env-token masking, rewards, a few steps."""
+
+import json
+
+import pytest
+import torch
+
+from wordle_rl.data import RlConfig, generate_rl, make_splits, save_dataset
+from wordle_rl.grpo import WordleGRPOConfig, WordleRollout, load_rl_rows, run_grpo
+from wordle_rl.models import init_model, load_model
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, words):
+    from wordle_rl.data import SftConfig, generate_sft
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    root = tmp_path_factory.mktemp("grpo")
+    raw = init_model(root / "micro", "micro", seed=1)
+    splits = make_splits(words, seed=0)
+    # a few SFT steps so the policy writes guesses sometimes: groups then have reward spread to learn from
+    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, style="xml", think=False, search_share=0.0), words)
+    save_dataset(sft_rows, root / "sft", "sft")
+    model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
+                                    max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
+                                    warmup_ratio=0.0, threads=1, save_steps=1000, disable_tqdm=True))
+    rows = generate_rl(splits, RlConfig(rows=12, seed=0, style="xml", think=False, depth_mix={0: 0.5, 2: 0.5}),
+                       words)
+    save_dataset(rows, root / "rl", "rl")
+    return root, model
+
+
+def test_num_generations_below_two_is_refused():
+    with pytest.raises(ValueError, match="group of one has no relative advantage"):
+        WordleGRPOConfig(num_generations=1, output_dir="unused")
+
+
+def test_rollout_masks_env_tokens_and_reports_games(setup):
+    root, model_path = setup
+    model, tok = load_model(str(model_path), threads=1)
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "x"),
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=10)
+    rows = load_rl_rows(root / "rl")
+    ro = WordleRollout(cfg, rows, tok)
+    games = ro.play(model, [0, 0, 1, 1])
+    assert len(games) == 4
+    for g in games:
+        ids, mask = g["completion_ids"], g["env_mask"]
+        assert len(ids) == len(mask) and mask[0] == 1  # starts with the model
+        runs, cur = [], [mask[0], []]
+        for i, m in zip(ids, mask):
+            if m != cur[0]:
+                runs.append(cur)
+                cur = [m, []]
+            cur[1].append(i)
+        runs.append(cur)
+        for m, run in runs:
+            text = tok.decode(run)
+            if m:  # the model's own tokens: one turn, never a chat-structure token
+                assert "<|im_start|>" not in text and text.count("<|im_end|>") <= 1
+            else:  # environment tokens: a forced close, or feedback up to the next assistant header
+                assert text == "<|im_end|>" or (text.startswith("<|im_end|>\n<|im_start|>user\n")
+                                                 or text.startswith("\n<|im_start|>user\n"))
+                assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
+        assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
+    # model and env tokens together re-render the conversation exactly
+    full = tok.decode(games[0]["prompt_ids"] + games[0]["completion_ids"])
+    assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
+
+
+def test_zero_spread_group_is_reported(setup):
+    root, model_path = setup
+    model, tok = load_model(str(model_path), threads=1)
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "y"),
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=6)
+    ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
+
+    class T:  # the trainer attributes the rollout reads
+        pass
+
+    t = T()
+    t.model = model
+    out = ro([[{"role": "system", "content": "", "wordle_row": 0}]] * 4, t)
+    # 6 tokens cannot hold <guess>xxxxx</guess>: every move is refused, every game scores the same
+    assert ro.last_stats["wordle/zero_spread_share"] == 1.0
+    assert out["episode_invalid"] == [-1.0] * 4 and len(out["completion_ids"]) == 4
+
+
+def test_grpo_steps_change_parameters_with_finite_loss(setup):
+    root, model_path = setup
+    before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
+    out = root / "run"
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=8, threads=1,
+                           learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True,
+                           reward_preset="format", curriculum="step", curriculum_steps=2)
+    run_grpo(cfg)
+    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert len(log) == 2 and all(abs(e["loss"]) < 1e6 for e in log)
+    assert all("wordle/zero_spread_share" in e and "rewards/invalid_reward/mean" in e for e in log)
+    after = load_model(str(out))[0].state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert (out / "checkpoint-2").is_dir() and (out / "wordle_rl_grpo_config.json").is_file()
