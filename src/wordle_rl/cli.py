@@ -202,19 +202,13 @@ ThinkOpt = Annotated[bool, typer.Option("--think/--no-think", help="xml/plain: e
 
 
 def _read_transcript(path: Path) -> list[dict]:
+    from wordle_rl.data import read_jsonl
+
     games = []
-    if not path.is_file():
-        raise fail(f"{path}: transcript file not found")
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise fail(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-        turns = row.get("completions") or row.get("turns") or row.get("guesses") if isinstance(row, dict) else None
-        if not isinstance(row, dict) or not isinstance(row.get("answer"), str) or not isinstance(turns, list):
-            raise fail(f"{path}:{lineno}: expected {{\"answer\": str, \"completions\": [str, ...]}}")
+    for row in _data_call(read_jsonl, path):
+        turns = row.get("completions") or row.get("turns") or row.get("guesses")
+        if not isinstance(row.get("answer"), str) or not isinstance(turns, list):
+            raise fail(f"{path}:{row['_line']}: expected {{\"answer\": str, \"completions\": [str, ...]}}")
         games.append({"answer": row["answer"], "turns": [str(t) for t in turns]})
     return games
 
@@ -722,6 +716,24 @@ def watch(
         else:
             console.print(f"[red]{res.info['error']}[/]: [dim]{escape(text)}[/]")
     console.print(f"{'won' if env.won else 'lost'} in {env.turns_used}; the word was {answer.upper()}")
+
+
+@app.command()
+def pipeline(
+    config: Annotated[str, typer.Option(help="Preset (cpu-default, quick, gpu-qwen3) or a TOML/YAML file.")] =
+    "cpu-default",
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/<config name>).")] = None,
+) -> None:
+    """Everything in order: words, solver baselines, data, model, SFT, GRPO, evaluation, report.
+    Finished stages are skipped on a rerun; a killed training stage resumes from its last checkpoint."""
+    from wordle_rl.pipeline import ConfigError, load_config, run_pipeline
+
+    try:
+        cfg = load_config(config)
+        report = run_pipeline(cfg, out or Path("runs") / cfg.name, console)
+    except ConfigError as e:
+        raise fail(str(e)) from e
+    console.print(f"[bold green]done[/]: {report}")
 
 
 @app.command()

@@ -226,6 +226,10 @@ def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardCon
     return [{"answer": e._answer, "won": e.won, "turns": e.turns_used, "moves": t} for e, t in zip(envs, turns)]
 
 
+def _mean(xs: list[float]) -> float:
+    return float(np.mean(xs)) if xs else 0.0
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """95 % Wilson score interval for k successes out of n."""
     if n == 0:
@@ -264,8 +268,7 @@ def metrics(games: list[dict], max_turns: int = 6) -> dict:
         "invalid_word_rate": rate(moves, lambda m: m["error"] == "not_in_word_list"),
         "repeated_guess_rate": rate(moves, lambda m: m["error"] == "repeated_guess"),
         "inconsistent_rate": rate(later_valid, lambda m: m["components"]["consistency"] < 1.0),
-        "mean_info_gain_vs_best": float(np.mean([m["components"]["info_gain"] for m in moves
-                                                 if m["error"] is None])) if moves else 0.0,
+        "mean_info_gain_vs_best": _mean([m["components"]["info_gain"] for m in moves if m["error"] is None]),
         "by_turn": by_turn,
     }
 

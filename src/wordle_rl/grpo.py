@@ -44,7 +44,8 @@ class WordleGRPOConfig(GRPOConfig):
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
-    max_turn_tokens: int = field(default=24, metadata={"help": "New tokens per model turn."})
+    max_turn_tokens: int = field(default=16, metadata={
+        "help": "New tokens per model turn (a no-think xml answer takes 8 with the embedded tokenizer)."})
     env_url: str | None = field(default=None, metadata={"help": "Play against `wordle-rl serve` at this URL."})
     reward_preset: str = field(default="default", metadata={"help": "Reward weights preset (see rewards.py)."})
     curriculum: str | None = field(default=None, metadata={
@@ -75,6 +76,15 @@ class WordleGRPOConfig(GRPOConfig):
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError("num_generations must be at least 2: GRPO compares games within a group, and a group "
                              "of one has no relative advantage to learn from")
+        if getattr(self, "use_vllm", False):
+            import importlib.util
+
+            import torch
+
+            if not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
+                raise ValueError("use_vllm needs a CUDA GPU and `pip install 'wordle-rl[gpu]'` (vLLM 0.22-0.31)")
+            raise ValueError("use_vllm: the whole-game rollout generates with the trained model itself; vLLM "
+                             "generation inside the multi-turn rollout is not wired in yet, so leave use_vllm off")
         from wordle_rl.sft import _device_defaults
 
         _device_defaults(self)
@@ -299,7 +309,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     from datasets import Dataset
 
     from wordle_rl.models import load_model
-    from wordle_rl.sft import TimeBudget, _jsonable, _last_checkpoint
+    from wordle_rl.sft import TimeBudget, _jsonable, train_and_save
 
     torch.set_num_threads(cfg.threads)
     model, tok = load_model(cfg.model, threads=cfg.threads)
@@ -331,11 +341,4 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     for cb in (cur, val):
         if cb is not None:
             cb.trainer = trainer
-    last = _last_checkpoint(out) if resume else None
-    if resume and last is None:
-        raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
-    trainer.train(resume_from_checkpoint=str(last) if last else None)
-    trainer.save_model(str(out))
-    tok.save_pretrained(str(out))
-    (out / "wordle_rl_grpo_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
-    return out
+    return train_and_save(trainer, tok, out, resume, "grpo")

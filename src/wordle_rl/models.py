@@ -62,7 +62,7 @@ def phrases(max_turns: int = 6) -> list[str]:
     from wordle_rl import prompts
     from wordle_rl.prompts import PromptStyle
 
-    out: set[str] = {"<think>", "</think>", "<guess>", "</guess>", " -> "}
+    out: set[str] = {"<think>", "</think>", "<guess>", "</guess>", " -> ", "system\n", "user\n", "assistant\n"}
     for name in prompts.STYLES:
         for think in (True, False):
             st = PromptStyle(name, think=think, max_turns=max_turns)

@@ -121,13 +121,18 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
     (out / "wordle_rl_sft_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok, callbacks=callbacks)
+    return train_and_save(trainer, tok, out, resume, "sft")
+
+
+def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
+    """Train (from the last ``checkpoint-N`` when resuming), save model + tokenizer + log to ``out``."""
     last = _last_checkpoint(out) if resume else None
     if resume and last is None:
         raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
     trainer.train(resume_from_checkpoint=str(last) if last else None)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
-    (out / "wordle_rl_sft_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    (out / f"wordle_rl_{name}_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     return out
 
 

@@ -1,0 +1,387 @@
+"""The main job: one command from nothing to a trained Wordle player, with a report.
+
+    wordle-rl pipeline                         # preset cpu-default, output runs/cpu-default
+    wordle-rl pipeline --config quick          # a few minutes, a smoke run
+    wordle-rl pipeline --config my.toml --out runs/exp1
+
+Stages, in order: words (lists, pattern matrix, openers), baselines (solvers on the test split), data
+(splits, SFT games, RL prompts), model (the embedded default or a hub model), sft, grpo, eval (free and
+consistent decoding on the test split), report. Each stage writes its outputs and a marker; a rerun
+skips finished stages and resumes a killed training stage from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+
+__all__ = ["PipelineConfig", "PRESETS", "load_config", "run_pipeline", "STAGES"]
+
+STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report")
+
+
+@dataclass
+class DataSection:
+    split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
+    sft_games: int = field(default=20000, metadata={"help": "Solver games for SFT."})
+    rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
+    depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
+    style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
+    think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/plain)."})
+
+
+@dataclass
+class ModelSection:
+    name: str = field(default="init:tiny", metadata={
+        "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."})
+    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (hub models)."})
+
+
+@dataclass
+class TrainSection:
+    enabled: bool = field(default=True, metadata={"help": "Run this stage."})
+    max_steps: int = field(default=750, metadata={"help": "Optimizer steps."})
+    batch_size: int = field(default=32, metadata={"help": "Conversations (SFT) or games (GRPO) per step."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop after this long."})
+    num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
+    temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
+    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
+
+
+@dataclass
+class EvalSection:
+    limit: int | None = field(default=None, metadata={"help": "Only the first N test answers (None: all)."})
+    decodes: list[str] = field(default_factory=lambda: ["free", "consistent"], metadata={"help": "Decoding modes."})
+    solvers: list[str] = field(default_factory=lambda: ["random", "entropy", "search"], metadata={
+        "help": "Solver baselines."})
+    batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
+
+
+@dataclass
+class PipelineConfig:
+    name: str = field(default="cpu-default", metadata={"help": "Preset or run name."})
+    seed: int = field(default=0, metadata={"help": "Global seed."})
+    threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+    data: DataSection = field(default_factory=DataSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    sft: TrainSection = field(default_factory=TrainSection)
+    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=300, batch_size=64,
+                                                                    learning_rate=5e-5, save_steps=25))
+    eval: EvalSection = field(default_factory=EvalSection)
+
+
+PRESETS: dict[str, dict] = {
+    "cpu-default": {},
+    "quick": {"name": "quick", "threads": 2,
+              "data": {"sft_games": 600, "rl_rows": 64},
+              "model": {"name": "init:micro"},
+              "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15},
+              "grpo": {"max_steps": 2, "batch_size": 8, "num_generations": 4, "learning_rate": 1e-3,
+                       "save_steps": 2},
+              "eval": {"limit": 12, "solvers": ["random", "entropy"], "batch_size": 32}},
+    "gpu-qwen3": {"name": "gpu-qwen3",
+                  "data": {"sft_games": 20000, "rl_rows": 4000, "think": False},
+                  "model": {"name": "Qwen/Qwen3-1.7B", "lora": True},
+                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4},
+                  "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5},
+                  "eval": {"batch_size": 64}},
+}
+
+
+class ConfigError(ValueError):
+    """A pipeline config file or value is wrong; the message says which key and why."""
+
+
+def _merge(dc, values: dict, where: str):
+    known = {f.name: f for f in fields(dc)}
+    for k, v in values.items():
+        if k not in known:
+            raise ConfigError(f"{where}: unknown key {k!r}; known keys: {sorted(known)}")
+        cur = getattr(dc, k)
+        if is_dataclass(cur):
+            if not isinstance(v, dict):
+                raise ConfigError(f"{where}.{k}: expected a table of settings, got {v!r}")
+            _merge(cur, v, f"{where}.{k}")
+            continue
+        expected = type(cur) if cur is not None else None
+        if expected is bool and not isinstance(v, bool):
+            raise ConfigError(f"{where}.{k}: expected true/false, got {v!r}")
+        if expected in (int, float) and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{where}.{k}: expected a number, got {v!r}")
+        if expected is int and isinstance(v, float) and not v.is_integer():
+            raise ConfigError(f"{where}.{k}: expected an integer, got {v!r}")
+        if expected is str and not isinstance(v, str):
+            raise ConfigError(f"{where}.{k}: expected a string, got {v!r}")
+        if expected is list and not isinstance(v, list):
+            raise ConfigError(f"{where}.{k}: expected a list, got {v!r}")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
+            raise ConfigError(f"{where}.{k}: must be >= 0, got {v!r}")
+        setattr(dc, k, int(v) if expected is int else v)
+
+
+def load_config(spec: str | None) -> PipelineConfig:
+    """A preset name, or a TOML/YAML file (optionally ``preset = "quick"`` inside, overridden by the file)."""
+    cfg = PipelineConfig()
+    spec = spec or "cpu-default"
+    if spec in PRESETS:
+        _merge(cfg, PRESETS[spec], f"preset {spec}")
+        cfg.name = spec
+        return _validate(cfg)
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor an existing config file")
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            values = yaml.safe_load(text) or {}
+        else:
+            values = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot parse ({e})") from e
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a table of settings")
+    base = values.pop("preset", None)
+    if base is not None:
+        if base not in PRESETS:
+            raise ConfigError(f"{path}: unknown preset {base!r}; choose one of {sorted(PRESETS)}")
+        _merge(cfg, PRESETS[base], f"preset {base}")
+    _merge(cfg, values, str(path))
+    if "name" not in values:
+        cfg.name = path.stem
+    return _validate(cfg)
+
+
+def _validate(cfg: PipelineConfig) -> PipelineConfig:
+    from wordle_rl.evaluate import DECODE_MODES
+    from wordle_rl.prompts import STYLES
+    from wordle_rl.solvers import SOLVERS
+
+    if cfg.data.style not in STYLES:
+        raise ConfigError(f"data.style: {cfg.data.style!r} is not one of {STYLES}")
+    bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
+    if bad:
+        raise ConfigError(f"eval.decodes: {bad} not in {DECODE_MODES}")
+    bad = [s for s in cfg.eval.solvers if s not in SOLVERS]
+    if bad:
+        raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
+    if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
+        raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
+    if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:
+        raise ConfigError("grpo.batch_size must be a multiple of grpo.num_generations")
+    if cfg.threads < 1:
+        raise ConfigError("threads: at least 1")
+    return cfg
+
+
+# --------------------------------------------------------------------------- stages
+class Runner:
+    def __init__(self, cfg: PipelineConfig, out: Path, console):
+        self.cfg, self.out, self.console = cfg, out, console
+        self.markers = out / "markers"
+        self.markers.mkdir(parents=True, exist_ok=True)
+        self.paths = {"splits": out / "data" / "splits.json", "sft_data": out / "data" / "sft",
+                      "rl_data": out / "data" / "rl", "model": out / "model", "sft": out / "sft",
+                      "grpo": out / "grpo", "eval": out / "eval"}
+
+    def done(self, stage: str) -> bool:
+        return (self.markers / f"{stage}.json").is_file()
+
+    def mark(self, stage: str, seconds: float, extra: dict | None = None) -> None:
+        (self.markers / f"{stage}.json").write_text(json.dumps({"stage": stage, "seconds": round(seconds, 1),
+                                                                **(extra or {})}, indent=1))
+
+    def run(self, stages=STAGES) -> None:
+        for stage in stages:
+            if self.done(stage):
+                self.console.print(f"[dim]✓ {stage} (done earlier, skipped)[/]")
+                continue
+            self.console.rule(f"[bold]{stage}")
+            t0 = time.perf_counter()
+            extra = getattr(self, f"stage_{stage}")() or {}
+            self.mark(stage, time.perf_counter() - t0, extra)
+            self.console.print(f"[green]✓ {stage}[/] in {time.perf_counter() - t0:.1f} s")
+
+    # each stage -------------------------------------------------------------
+    def stage_words(self):
+        from wordle_rl.game import pattern_matrix
+        from wordle_rl.solvers import make_solver
+        from wordle_rl.words import load_word_lists
+
+        words = load_word_lists()
+        pattern_matrix(words)
+        openers = {s: make_solver(s, words).opener() for s in self.cfg.eval.solvers if s != "random"}
+        return {"answers": len(words.answers), "allowed": len(words.allowed), "openers": openers}
+
+    def _splits(self):
+        from wordle_rl.data import Splits, make_splits
+
+        if not self.paths["splits"].is_file():
+            make_splits(seed=self.cfg.data.split_seed).save(self.paths["splits"])
+        return Splits.load(self.paths["splits"])
+
+    def _eval_cfg(self, decode: str):
+        from wordle_rl.evaluate import EvalConfig
+
+        c = self.cfg
+        return EvalConfig(split="test", splits=str(self.paths["splits"]), decode=decode, limit=c.eval.limit,
+                          style=c.data.style, think=c.data.think, batch_size=c.eval.batch_size, threads=c.threads,
+                          seed=c.seed)
+
+    def _answers(self, sp):
+        return sp.test[: self.cfg.eval.limit] if self.cfg.eval.limit else sp.test
+
+    def stage_baselines(self):
+        from wordle_rl.evaluate import SolverPolicy, run_eval
+        from wordle_rl.prompts import PromptStyle
+        from wordle_rl.solvers import make_solver
+        from wordle_rl.words import load_word_lists
+
+        sp, words = self._splits(), load_word_lists()
+        style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
+        for s in self.cfg.eval.solvers:
+            res = run_eval(SolverPolicy(make_solver(s, words, seed=self.cfg.seed), style), self._answers(sp),
+                           self._eval_cfg("free"), self.paths["eval"] / f"solver-{s}", words, sp.train)
+            self.console.print(f"{s}: win {res['metrics']['win_rate']:.1%}, "
+                               f"mean {res['metrics']['mean_guesses_on_wins']:.3f}")
+
+    def stage_data(self):
+        from wordle_rl.data import (
+            RlConfig,
+            SftConfig,
+            check_leakage,
+            generate_rl,
+            generate_sft,
+            parse_depth_mix,
+            save_dataset,
+        )
+
+        d, sp = self.cfg.data, self._splits()
+        with self.console.status(f"playing {d.sft_games} solver games"):
+            sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think))
+        check_leakage(sft_rows, sp, "sft")
+        save_dataset(sft_rows, self.paths["sft_data"], "sft")
+        rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
+                                           depth_mix=parse_depth_mix(d.depth_mix)))
+        check_leakage(rl_rows, sp, "rl")
+        save_dataset(rl_rows, self.paths["rl_data"], "rl")
+        return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
+
+    def stage_model(self):
+        from wordle_rl.models import init_model
+
+        name = self.cfg.model.name
+        if name.startswith("init:"):
+            init_model(self.paths["model"], name.split(":", 1)[1], seed=self.cfg.seed)
+            return {"model": str(self.paths["model"])}
+        return {"model": name}
+
+    def _model_source(self) -> str:
+        name = self.cfg.model.name
+        return str(self.paths["model"]) if name.startswith("init:") else name
+
+    def _resume(self, path: Path) -> bool:
+        return any(p.is_dir() for p in path.glob("checkpoint-*"))
+
+    def stage_sft(self):
+        from wordle_rl.sft import WordleSFTConfig, run_sft
+
+        t = self.cfg.sft
+        if not t.enabled:
+            return {"skipped": True}
+        cfg = WordleSFTConfig(model=self._model_source(), data=str(self.paths["sft_data"]),
+                              output_dir=str(self.paths["sft"]), max_steps=t.max_steps,
+                              per_device_train_batch_size=t.batch_size, learning_rate=t.learning_rate,
+                              time_budget_minutes=t.time_budget_minutes, save_steps=t.save_steps,
+                              threads=self.cfg.threads, seed=self.cfg.seed, lora=self.cfg.model.lora,
+                              train_sampling_strategy="group_by_length", disable_tqdm=False)
+        run_sft(cfg, resume=self._resume(self.paths["sft"]))
+
+    def stage_grpo(self):
+        import os
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+        from wordle_rl.grpo import WordleGRPOConfig, run_grpo
+
+        t = self.cfg.grpo
+        if not t.enabled:
+            return {"skipped": True}
+        start = self.paths["sft"] if self.cfg.sft.enabled else Path(self._model_source())
+        cfg = WordleGRPOConfig(model=str(start), data=str(self.paths["rl_data"]), output_dir=str(self.paths["grpo"]),
+                               max_steps=t.max_steps, per_device_train_batch_size=t.batch_size,
+                               num_generations=t.num_generations, learning_rate=t.learning_rate,
+                               temperature=t.temperature, time_budget_minutes=t.time_budget_minutes,
+                               save_steps=t.save_steps, threads=self.cfg.threads, seed=self.cfg.seed,
+                               style=self.cfg.data.style, think=self.cfg.data.think,
+                               splits=str(self.paths["splits"]), disable_tqdm=False)
+        run_grpo(cfg, resume=self._resume(self.paths["grpo"]))
+
+    def trained(self) -> list[tuple[str, Path]]:
+        out = []
+        if self.cfg.sft.enabled:
+            out.append(("sft", self.paths["sft"]))
+        if self.cfg.grpo.enabled:
+            out.append(("grpo", self.paths["grpo"]))
+        return out
+
+    def stage_eval(self):
+        from wordle_rl.evaluate import ModelPolicy, run_eval
+        from wordle_rl.models import load_model
+        from wordle_rl.prompts import PromptStyle
+        from wordle_rl.words import load_word_lists
+
+        sp, words = self._splits(), load_word_lists()
+        style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
+        for name, path in self.trained():
+            model, tok = load_model(str(path), threads=self.cfg.threads)
+            model.eval()
+            for decode in self.cfg.eval.decodes:
+                policy = ModelPolicy(model, tok, style, words, decode=decode, batch_size=self.cfg.eval.batch_size,
+                                     seed=self.cfg.seed, name=name)
+                res = run_eval(policy, self._answers(sp), self._eval_cfg(decode), self.paths["eval"] /
+                               f"{name}-{decode}", words, sp.train, {"model": str(path)})
+                self.console.print(f"{name} ({decode}): win {res['metrics']['win_rate']:.1%}")
+
+    def stage_report(self):
+        from wordle_rl.report import write_report
+
+        path = write_report(self)
+        self.console.print(f"report -> {path}")
+        return {"report": str(path)}
+
+
+def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = out / "config.json"
+    if resolved.is_file():
+        old = json.loads(resolved.read_text())
+        if old != json.loads(json.dumps(asdict(cfg))):
+            raise ConfigError(f"{out} holds a run with a different config; use another --out or delete it")
+    else:
+        resolved.write_text(json.dumps(asdict(cfg), indent=1))
+    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
+    import torch
+
+    torch.set_num_threads(cfg.threads)
+    Runner(cfg, out, console).run()
+    return out / "report.md"
+
+
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("wordle-rl", "torch", "transformers", "trl", "datasets", "peft", "accelerate", "numpy", "numba",
+                "openenv"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out

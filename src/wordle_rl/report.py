@@ -1,0 +1,99 @@
+"""The pipeline's ``report.md``: results table, plots, sample games as tiles, config, versions, stage times."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wordle_rl.evaluate import fmt_pct
+from wordle_rl.game import pattern_to_emoji, str_to_pattern
+
+__all__ = ["write_report", "results_rows"]
+
+
+def results_rows(eval_dir: Path) -> list[tuple[str, dict]]:
+    """(run name, results.json) for every evaluation run, solvers first."""
+    runs = sorted((p.name, json.loads((p / "results.json").read_text()))
+                  for p in eval_dir.iterdir() if (p / "results.json").is_file())
+    return sorted(runs, key=lambda r: (not r[0].startswith("solver-"), r[0]))
+
+
+def _row(name: str, r: dict) -> str:
+    m = r["metrics"]
+    lo, hi = m["win_rate_ci95"]
+    mean = f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-"
+    hist = "/".join(str(v) for v in m["histogram"].values())
+    tr = r.get("train_sample_metrics")
+    return (f"| {name} | {r['decode']} | {fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)}) | {mean} | {hist} | "
+            f"{fmt_pct(m['format_error_rate'])} | {fmt_pct(m['invalid_word_rate'])} | "
+            f"{fmt_pct(m['repeated_guess_rate'])} | {fmt_pct(m['inconsistent_rate'])} | "
+            f"{fmt_pct(tr['win_rate']) if tr else '-'} |")
+
+
+def write_report(runner) -> Path:
+    from wordle_rl.plots import plot_eval_runs, plot_training_log
+
+    out: Path = runner.out
+    plots = out / "plots"
+    runs = results_rows(runner.paths["eval"])
+    lines = [f"# wordle-rl run `{runner.cfg.name}`", ""]
+    if runs:
+        n = runs[0][1]["metrics"]["games"]
+        lines += [f"All policies played the same {n} **test** answers; a win counts only when the exact answer "
+                  "was guessed. 95 % Wilson intervals.", "",
+                  "| policy | decoding | win rate (95 % CI) | mean guesses (wins) | histogram 1-6/X | format err | "
+                  "invalid word | repeated | inconsistent | win on train sample |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [_row(name, r) for name, r in runs]
+        lines.append("")
+        for p in plot_eval_runs(runs, plots):
+            lines.append(f"![{p.stem}](plots/{p.name})")
+    for stage, keys in (("sft", ["loss", "mean_token_accuracy"]),
+                        ("grpo", ["reward", "wordle/win_rate", "wordle/zero_spread_share", "frac_reward_zero_std"])):
+        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
+        if log_file.is_file():
+            log = json.loads(log_file.read_text())
+            p = plot_training_log(log, keys, plots / f"{stage}_curves.png", f"{stage} training")
+            lines.append(f"![{stage} curves](plots/{p.name})")
+            if stage == "grpo":
+                lines.append(_cumulative_wins(log, runner.cfg.grpo.batch_size, plots))
+    trained = [(n, r) for n, r in runs if not n.startswith("solver-") and r["decode"] == "free"]
+    if trained:
+        name, _ = trained[-1]
+        lines += ["", f"## Sample games ({name}, free decoding)", ""]
+        games = [json.loads(x) for x in (runner.paths["eval"] / name / "games.jsonl").read_text().splitlines()]
+        for g in [g for g in games if g["split"] == "test"][:6]:
+            tiles = " ".join(pattern_to_emoji(str_to_pattern(m["pattern"])) if m["pattern"] else "⛔"
+                             for m in g["moves"])
+            words = " ".join((m["guess"] or m["error"] or "?").upper() for m in g["moves"])
+            lines.append(f"- **{g['answer'].upper()}** {'won' if g['won'] else 'lost'}: {tiles}  `{words}`")
+    lines += ["", "## Wall time per stage", "", "| stage | seconds |", "|---|---|"]
+    for m in sorted(runner.markers.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        d = json.loads(m.read_text())
+        lines.append(f"| {d['stage']} | {d['seconds']} |")
+    lines += ["| report | (this file) |", "", "## Resolved config", "", "```json",
+              (out / "config.json").read_text().strip(), "```", "", "## Versions", "", "```json",
+              (out / "versions.json").read_text().strip(), "```", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _cumulative_wins(log: list[dict], batch: int, plots: Path) -> str:
+    from wordle_rl.plots import _plt
+
+    pts = [(e["step"], e["wordle/win_rate"] * batch) for e in log if "wordle/win_rate" in e]
+    if not pts:
+        return ""
+    plt = _plt()
+    steps, wins = zip(*pts)
+    cum = [sum(wins[: i + 1]) for i in range(len(wins))]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, cum)
+    ax.set_xlabel("step")
+    ax.set_ylabel("games won (cumulative)")
+    ax.set_title("GRPO: cumulative wins in rollouts")
+    fig.tight_layout()
+    fig.savefig(plots / "grpo_cumulative_wins.png", dpi=110)
+    plt.close(fig)
+    return "![cumulative wins](plots/grpo_cumulative_wins.png)"

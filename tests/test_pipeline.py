@@ -1,0 +1,72 @@
+"""The quick preset end to end on CPU: every artefact exists and the report's numbers match results.json."""
+
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from wordle_rl.pipeline import STAGES, ConfigError, load_config, run_pipeline
+
+
+def test_presets_and_config_errors(tmp_path):
+    assert load_config("quick").model.name == "init:micro"
+    assert load_config(None).name == "cpu-default"
+    assert load_config("gpu-qwen3").model.name == "Qwen/Qwen3-1.7B"
+    f = tmp_path / "exp.toml"
+    f.write_text('preset = "quick"\nseed = 3\n[sft]\nmax_steps = 5\n')
+    cfg = load_config(str(f))
+    assert cfg.seed == 3 and cfg.sft.max_steps == 5 and cfg.name == "exp" and cfg.data.sft_games == 600
+    for text, msg in [('[sft]\nmax_stepz = 5\n', "unknown key 'max_stepz'"),
+                      ('[sft]\nmax_steps = "many"\n', "expected a number"),
+                      ('[grpo]\nnum_generations = 1\n', "at least 2"),
+                      ('[data]\nstyle = "yaml"\n', "data.style"),
+                      ('threads = -1\n', ">= 0"),
+                      ('preset = "huge"\n', "unknown preset"),
+                      ('[eval]\ndecodes = ["greedy"]\n', "eval.decodes"),
+                      ('this is not toml', "cannot parse")]:
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            load_config(str(f))
+    with pytest.raises(ConfigError, match="neither a preset"):
+        load_config(str(tmp_path / "missing.toml"))
+
+
+def test_quick_pipeline_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    console = Console(file=open(tmp_path / "log.txt", "w"), width=120)
+    report = run_pipeline(load_config("quick"), out, console)
+    assert report.is_file()
+    for stage in STAGES:
+        assert (out / "markers" / f"{stage}.json").is_file(), stage
+    for path in ["config.json", "versions.json", "data/splits.json", "data/sft/sft.jsonl", "data/sft/hf",
+                 "data/rl/rl.jsonl", "model/config.json", "sft/model.safetensors", "grpo/model.safetensors",
+                 "plots/guess_histogram.png", "plots/errors_by_turn.png", "plots/sft_curves.png",
+                 "plots/grpo_curves.png", "plots/grpo_cumulative_wins.png"]:
+        assert (out / path).exists(), path
+    text = report.read_text()
+    runs = sorted(p.name for p in (out / "eval").iterdir())
+    assert runs == ["grpo-consistent", "grpo-free", "sft-consistent", "sft-free", "solver-entropy", "solver-random"]
+    for name in runs:
+        res = json.loads((out / "eval" / name / "results.json").read_text())
+        m = res["metrics"]
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
+        assert f"{100 * m['win_rate']:.1f} %" in row
+        assert "/".join(str(v) for v in m["histogram"].values()) in row
+        assert res["split"] == "test" and m["games"] == 12
+    assert "Sample games" in text and "Wall time per stage" in text and '"name": "quick"' in text
+    # a rerun skips every finished stage; a different config in the same folder is refused
+    before = {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()}
+    run_pipeline(load_config("quick"), out, console)
+    assert {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()} == before
+    cfg = load_config("quick")
+    cfg.seed = 9
+    with pytest.raises(ConfigError, match="different config"):
+        run_pipeline(cfg, out, console)
+    # a killed GRPO stage (marker missing, checkpoint present) resumes from the checkpoint instead of restarting
+    first = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    (out / "markers" / "grpo.json").unlink()
+    run_pipeline(load_config("quick"), out, console)
+    log = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert log[:2] == first  # steps 1-2 come from the checkpoint's state, not a new run
+    assert (out / "markers" / "grpo.json").is_file()
