@@ -62,3 +62,23 @@ def test_rewards_explain_typed_and_transcript(tmp_path):
     assert r.exit_code == 2 and ":1: expected" in r.output
     r = runner.invoke(app, ["rewards", "explain", "--answer", "crane", "--guesses", "slate", "--preset", "nope"])
     assert r.exit_code == 2 and "unknown reward preset" in r.output
+
+
+def test_training_flags_parse_into_trl_configs(tmp_path):
+    from wordle_rl.cli import _parse_config
+    from wordle_rl.grpo import WordleGRPOConfig
+    from wordle_rl.sft import WordleSFTConfig
+
+    cfg = _parse_config(WordleSFTConfig, None, ["--output_dir", str(tmp_path), "--max-steps", "3", "--lora", "true"])
+    assert cfg.max_steps == 3 and cfg.lora is True and cfg.report_to in ("none", [])
+    f = tmp_path / "grpo.yaml"
+    f.write_text(f"output_dir: {tmp_path}\nnum_generations: 4\nper_device_train_batch_size: 8\n")
+    g = _parse_config(WordleGRPOConfig, f, ["--temperature", "0.7"])
+    assert g.num_generations == 4 and g.temperature == 0.7 and g.bf16 is False
+    f.write_text("num_generationz: 4\n")
+    r = runner.invoke(app, ["grpo", "--config", str(f)])
+    assert r.exit_code == 2 and "unknown field" in r.output
+    r = runner.invoke(app, ["grpo", "--num_generations", "1", "--output_dir", str(tmp_path)])
+    assert r.exit_code == 2 and "no relative advantage" in r.output
+    r = runner.invoke(app, ["sft", "--help-config"])
+    assert r.exit_code == 0 and "--time_budget_minutes" in r.output

@@ -72,7 +72,7 @@ def test_zero_spread_group_is_reported(setup):
     root, model_path = setup
     model, tok = load_model(str(model_path), threads=1)
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "y"),
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=6)
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=1)
     ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
 
     class T:  # the trainer attributes the rollout reads
@@ -81,7 +81,7 @@ def test_zero_spread_group_is_reported(setup):
     t = T()
     t.model = model
     out = ro([[{"role": "system", "content": "", "wordle_row": 0}]] * 4, t)
-    # 6 tokens cannot hold <guess>xxxxx</guess>: every move is refused, every game scores the same
+    # one token per turn can never hold <guess>xxxxx</guess>: every move is "no_guess", every game scores the same
     assert ro.last_stats["wordle/zero_spread_share"] == 1.0
     assert out["episode_invalid"] == [-1.0] * 4 and len(out["completion_ids"]) == 4
 

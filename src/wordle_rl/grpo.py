@@ -63,7 +63,7 @@ class WordleGRPOConfig(GRPOConfig):
     logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=25, metadata={"help": "Checkpoint every N steps."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
-    report_to: str | list[str] = field(default="none", metadata={"help": "Tracker."})
+    report_to: str = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
     max_completion_length: int = field(default=256, metadata={"help": "Upper bound of a whole episode's tokens."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16; default: on with CUDA."})
     gradient_checkpointing: bool = field(default=False, metadata={

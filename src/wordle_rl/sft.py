@@ -45,7 +45,7 @@ class WordleSFTConfig(SFTConfig):
     logging_steps: int = field(default=20, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=200, metadata={"help": "Checkpoint every N steps."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
-    report_to: str | list[str] = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
+    report_to: str = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
     dataloader_num_workers: int = field(default=0, metadata={"help": "Data loader workers."})
     seed: int = field(default=0, metadata={"help": "Seed of model init order, shuffling and dropout."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on with CUDA."})
