@@ -128,8 +128,9 @@ class RewardContext:
         return best
 
 
-@lru_cache(maxsize=4)
-def _default_context(digest: str | None = None) -> RewardContext:
+@lru_cache(maxsize=1)
+def _default_context() -> RewardContext:
+    """The context of the canonical lists, built on first use (not at import)."""
     return RewardContext()
 
 
