@@ -9,6 +9,7 @@ Every command takes ``--answers FILE [--allowed FILE]`` to use your own word lis
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import statistics
@@ -540,7 +541,7 @@ def _parse_config(cls, config: Path | None, args: list[str]):
             raise fail(f"{config}: not valid YAML/JSON ({e})") from e
         if not isinstance(base, dict):
             raise fail(f"{config}: expected a mapping of config fields")
-        known = {f.name for f in __import__("dataclasses").fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(base) - known)
         if unknown:
             raise fail(f"{config}: unknown field(s) {unknown}")
