@@ -69,9 +69,9 @@ class PipelineConfig:
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
-    sft: TrainSection = field(default_factory=TrainSection)
-    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=300, batch_size=64,
-                                                                    learning_rate=5e-5, save_steps=25))
+    sft: TrainSection = field(default_factory=lambda: TrainSection(time_budget_minutes=30))
+    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=300, batch_size=64, learning_rate=2e-5,
+                                                                    save_steps=25, time_budget_minutes=60))
     eval: EvalSection = field(default_factory=EvalSection)
 
 
@@ -80,15 +80,17 @@ PRESETS: dict[str, dict] = {
     "quick": {"name": "quick", "threads": 2,
               "data": {"sft_games": 600, "rl_rows": 64},
               "model": {"name": "init:micro"},
-              "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15},
+              "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15,
+                      "time_budget_minutes": 5},
               "grpo": {"max_steps": 2, "batch_size": 8, "num_generations": 4, "learning_rate": 1e-3,
-                       "save_steps": 2},
+                       "save_steps": 2, "time_budget_minutes": 5},
               "eval": {"limit": 12, "solvers": ["random", "entropy"], "batch_size": 32}},
     "gpu-qwen3": {"name": "gpu-qwen3",
                   "data": {"sft_games": 20000, "rl_rows": 4000, "think": False},
                   "model": {"name": "Qwen/Qwen3-1.7B", "lora": True},
-                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4},
-                  "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5},
+                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None},
+                  "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5,
+                           "time_budget_minutes": None},
                   "eval": {"batch_size": 64}},
 }
 
@@ -107,6 +109,11 @@ def _merge(dc, values: dict, where: str):
             if not isinstance(v, dict):
                 raise ConfigError(f"{where}.{k}: expected a table of settings, got {v!r}")
             _merge(cur, v, f"{where}.{k}")
+            continue
+        if v is None:
+            if "None" not in str(known[k].type):
+                raise ConfigError(f"{where}.{k}: cannot be empty")
+            setattr(dc, k, None)
             continue
         expected = type(cur) if cur is not None else None
         if expected is bool and not isinstance(v, bool):
