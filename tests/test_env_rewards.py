@@ -83,6 +83,12 @@ def test_seeded_resets_and_history(ctx):
     with pytest.raises(ValueError, match="does not match"):
         env.reset(answer="abide", history=[("crane", 0)])
     with pytest.raises(ValueError, match="not in the word list"):
+        env.reset(answer="abide", history=[("qqqqq", None)])
+    with pytest.raises(ValueError, match="already ends"):
+        env.reset(answer="abide", history=[("abide", None)])
+    # the failed resets changed nothing: the game set up before them is intact
+    assert env.played == [("crane", score("crane", "abide")), ("slate", score("slate", "abide"))]
+    with pytest.raises(ValueError, match="not in the word list"):
         env.reset(answer="zzzzq")
     with pytest.raises(RuntimeError, match="reset"):
         _env(ctx).step("<guess>crane</guess>")

@@ -109,6 +109,7 @@ class WordleEnv:
         answer = answer.strip().lower()
         if not self.words.is_allowed(answer):
             raise ValueError(f"answer {answer!r} is not in the word list")
+        turns = self._checked_history(answer, history or [])
         self._answer = answer
         self.played: list[tuple[str, int]] = []
         self.history_view: list[dict[str, str]] = []
@@ -120,14 +121,7 @@ class WordleEnv:
         st = self.config.style
         self.messages = [{"role": "system", "content": system_prompt(st)},
                          {"role": "user", "content": first_user_message(st, self._hint())}]
-        for g, p in history or []:
-            g = str(g).lower()
-            p = score(g, answer) if p is None else (str_to_pattern(p) if isinstance(p, str) else int(p))
-            if p != score(g, answer):
-                raise ValueError(f"history turn {g!r} has pattern {pattern_to_str(p, len(g))}, which does not "
-                                 f"match the answer")
-            if self.done:
-                raise ValueError("history already ends the game")
+        for g, p in turns:
             self._play(g, p)
             self.messages.append({"role": "assistant", "content": format_answer(st, g)})
             self.messages.append({"role": "user", "content": feedback_message(st, self.played, self.turns_used,
@@ -174,6 +168,22 @@ class WordleEnv:
         return StepResult(self._observation(), reward, done, info)
 
     # ------------------------------------------------------------------ internals
+    def _checked_history(self, answer: str, history) -> list[tuple[str, int]]:
+        """Validate earlier turns before touching the current game (a bad reset changes nothing)."""
+        out = []
+        for k, (g, p) in enumerate(history):
+            g = str(g).strip().lower()
+            if not self.words.is_allowed(g):
+                raise ValueError(f"history turn {k + 1}: {g!r} is not in the word list")
+            p = score(g, answer) if p is None else (str_to_pattern(p) if isinstance(p, str) else int(p))
+            if p != score(g, answer):
+                raise ValueError(f"history turn {g!r} has pattern {pattern_to_str(p, len(g))}, which does not "
+                                 f"match the answer")
+            if g == answer or k + 1 >= self.config.max_turns:
+                raise ValueError("history already ends the game")
+            out.append((g, p))
+        return out
+
     @property
     def done(self) -> bool:
         return self.won or self.turns_used >= self.config.max_turns
