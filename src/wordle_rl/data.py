@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wordle_rl.game import pattern_to_str, str_to_pattern
+from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.prompts import Knowledge, PromptStyle, render_conversation
 from wordle_rl.solvers import EntropySolver, SearchSolver, entropies
 from wordle_rl.words import WordList, load_word_lists
@@ -161,8 +161,6 @@ def _strong_openers(solver: EntropySolver, k: int) -> list[str]:
 def _play_traced(answer: str, policy_turns, rng: random.Random, max_turns: int):
     """Play ``answer``: ``policy_turns(history, rng) -> (guess, reason, solver)`` each turn."""
     history, reasons = [], []
-    from wordle_rl.game import score
-
     for _ in range(max_turns):
         guess, reason, solver = policy_turns(history, rng)
         reasons.append((reason, rationale(solver, history, guess, reason)))
@@ -264,8 +262,6 @@ def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList 
     mix = parse_depth_mix(",".join(f"{k}:{v}" for k, v in cfg.depth_mix.items()))
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     solver = EntropySolver(words)
-    from wordle_rl.game import score
-
     rows = []
     depths, weights = list(mix), list(mix.values())
     for i in range(cfg.rows):

@@ -154,7 +154,6 @@ class WordleRollout:
         mask: list[list[int]] = [[] for _ in envs]
         done = [False] * len(envs)
         results: list[dict] = [{} for _ in envs]
-        turn_comps: list[list[dict]] = [[] for _ in envs]
         errors: list[list[str | None]] = [[] for _ in envs]
         gen_tokens = 0
         while not all(done):
@@ -180,7 +179,6 @@ class WordleRollout:
                 step = envs[i].step(text)
                 comp_ids[i] += ids
                 mask[i] += [1] * len(ids)
-                turn_comps[i].append(step.info["components"])
                 errors[i].append(step.info["error"])
                 if step.done:
                     if forced:  # a turn cut off at max_turn_tokens is closed by the environment, not the model

@@ -35,7 +35,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from wordle_rl.game import GREEN, YELLOW, pattern_matrix, pattern_to_tiles, score, score_tiles, str_to_pattern
+from wordle_rl.game import (
+    GREEN,
+    YELLOW,
+    candidate_indices,
+    pattern_matrix,
+    pattern_to_tiles,
+    score,
+    score_tiles,
+    str_to_pattern,
+)
 from wordle_rl.parser import ParseResult, parse
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.solvers import entropies
@@ -66,14 +75,7 @@ class RewardContext:
         self.all_candidates = np.arange(len(self.words.answers))
 
     def candidates(self, history) -> np.ndarray:
-        idx = self.all_candidates
-        for g, p in history:
-            gi = self.words.allowed_index.get(g)
-            if gi is None:
-                idx = np.array([i for i in idx if score(g, self.words.answers[i]) == p], dtype=np.int64)
-            else:
-                idx = idx[self.matrix[gi, idx] == p]
-        return idx
+        return candidate_indices(self.words, history, self.matrix)
 
     def warm_up(self) -> RewardContext:
         """Compile the entropy kernels and memoise the opening state, so first requests are not slow."""
