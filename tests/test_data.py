@@ -30,7 +30,8 @@ def splits(words):
 
 @pytest.fixture(scope="module")
 def sft_rows(splits, words):
-    return generate_sft(splits, SftConfig(games=150, seed=3, search_share=0.2), words)
+    mix = {"entropy": 0.6, "search": 0.2, "candidate": 0.1, "random": 0.1}
+    return generate_sft(splits, SftConfig(games=150, seed=3, solver_mix=mix), words)
 
 
 def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
@@ -73,6 +74,8 @@ def test_rationales_are_true(sft_rows, words):
     for row in sft_rows[:60]:
         history = [(g, str_to_pattern(p)) for g, p in row["history"]]
         assistant = [m for m in row["messages"] if m["role"] == "assistant"]
+        if row["refused_at"] is not None:  # a refused move has no rationale (checked by the replay test)
+            assistant.pop(row["refused_at"])
         assert len(assistant) == len(history)
         for k, msg in enumerate(assistant):
             state, guess = history[:k], history[k][0]
@@ -105,9 +108,14 @@ def test_rationales_are_true(sft_rows, words):
 
 def test_sft_variety_and_shape(sft_rows):
     s = stats(sft_rows)
-    assert set(s["solver"]) == {"entropy", "search"}
+    assert set(s["solver"]) == {"entropy", "search", "candidate", "random"}
     assert {"opener", "random_first", "solver"} <= set(s["start"])
-    assert all(r["won"] for r in sft_rows)  # solvers recover from imperfect starts
+    assert all(r["won"] for r in sft_rows if r["solver"] != "random")  # solvers recover from imperfect starts
+    for r in sft_rows:  # the candidate and random solvers' moves always fit the feedback so far
+        if r["solver"] in ("candidate", "random"):
+            hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+            for k in range(1, len(hist)):
+                assert all(score(g, hist[k][0]) == p for g, p in hist[:k]), r["history"]
     row = sft_rows[0]
     assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
 
@@ -161,3 +169,29 @@ def test_bad_files_name_file_line_and_reason(tmp_path, words):
     f.write_text("{broken\n")
     with pytest.raises(DataError, match=r"rows.jsonl:1: not valid JSON"):
         read_jsonl(f)
+
+
+def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
+    """Every conversation, refused moves included, is what the environment itself answers to those moves."""
+    from wordle_rl.env import EnvConfig, WordleEnv
+    from wordle_rl.prompts import PromptStyle
+    from wordle_rl.rewards import RewardContext
+
+    style, ctx = PromptStyle("xml", think=True), RewardContext(words)
+    refused = 0
+    for row in sft_rows:
+        env = WordleEnv(EnvConfig(style=style), ctx=ctx)
+        obs = env.reset(answer=row["answer"])
+        msgs = row["messages"]
+        assert msgs[:2] == obs.messages
+        for k in range(2, len(msgs), 2):
+            step = env.step(msgs[k]["content"])
+            if step.info["error"] is not None:
+                refused += 1
+                assert msgs[k]["train"] is False and k == 2 + 2 * row["refused_at"]
+                assert step.info["error"] in ("not_in_word_list", "wrong_length")
+            if step.done:  # the conversation ends on the winning guess, or on the last feedback of a lost game
+                assert k + 2 >= len(msgs) and step.info["won"] == row["won"]
+            else:
+                assert step.observation.messages[-1]["content"] == msgs[k + 1]["content"]
+    assert refused == sum(r["refused_at"] is not None for r in sft_rows) > 5

@@ -19,7 +19,8 @@ def setup(tmp_path_factory, words):
     raw = init_model(root / "micro", "micro", seed=1)
     splits = make_splits(words, seed=0)
     # a few SFT steps so the policy writes guesses sometimes: groups then have reward spread to learn from
-    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, style="xml", think=False, search_share=0.0), words)
+    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, style="xml", think=False,
+                                              solver_mix={"entropy": 1.0}), words)
     save_dataset(sft_rows, root / "sft", "sft")
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
@@ -59,13 +60,35 @@ def test_rollout_masks_env_tokens_and_reports_games(setup):
             if m:  # the model's own tokens: one turn, never a chat-structure token
                 assert "<|im_start|>" not in text and text.count("<|im_end|>") <= 1
             else:  # environment tokens: a forced close, or feedback up to the next assistant header
-                assert text == "<|im_end|>" or (text.startswith("<|im_end|>\n<|im_start|>user\n")
-                                                 or text.startswith("\n<|im_start|>user\n"))
+                assert text == "<|im_end|>" or text.startswith(("<|im_end|><|im_start|>user\n", "<|im_start|>user\n"))
                 assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
         assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
     # model and env tokens together re-render the conversation exactly
     full = tok.decode(games[0]["prompt_ids"] + games[0]["completion_ids"])
     assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
+
+
+def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(setup):
+    """Every sampled token's log-probability, computed during the batched rollout (KV cache carried across turns,
+    padding inside the batch, finished games dropped), equals the one from one unpadded forward of that game."""
+    root, model_path = setup
+    model, tok = load_model(str(model_path), threads=1)
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "z"),
+                           num_generations=2, per_device_train_batch_size=8, max_turn_tokens=10)
+    ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
+    ro.record_logprobs = True
+    torch.manual_seed(0)
+    games = ro.play(model, [0, 0, 1, 1, 2, 2, 3, 3])
+    assert len({g["turns"] for g in games}) > 1 or len({len(g["completion_ids"]) for g in games}) > 1
+    model.eval()
+    for g in games:
+        ids = torch.tensor([g["prompt_ids"] + g["completion_ids"]])
+        with torch.no_grad():
+            lp = model(input_ids=ids).logits[0].float().log_softmax(-1)
+        n = len(g["prompt_ids"])
+        fresh = [lp[n + k - 1, t].item() for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"])) if m]
+        assert len(fresh) == len(g["logprobs"])
+        assert max(abs(a - b) for a, b in zip(fresh, g["logprobs"])) < 1e-3
 
 
 def test_zero_spread_group_is_reported(setup):
@@ -78,8 +101,10 @@ def test_zero_spread_group_is_reported(setup):
     class T:  # the trainer attributes the rollout reads
         pass
 
+    from transformers import TrainerState
+
     t = T()
-    t.model = model
+    t.model, t.state = model, TrainerState()
     out = ro([[{"role": "system", "content": "", "wordle_row": 0}]] * 4, t)
     # one token per turn can never hold <guess>xxxxx</guess>: every move is "no_guess", every game scores the same
     assert ro.last_stats["wordle/zero_spread_share"] == 1.0
@@ -101,3 +126,21 @@ def test_grpo_steps_change_parameters_with_finite_loss(setup):
     after = load_model(str(out))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert (out / "checkpoint-2").is_dir() and (out / "wordle_rl_grpo_config.json").is_file()
+
+
+def test_depth_curriculum_starts_deep_and_fades_out(setup):
+    root, _ = setup
+    from wordle_rl.models import build_tokenizer
+
+    rows = load_rl_rows(root / "rl")
+    cfg = WordleGRPOConfig(output_dir=str(root / "d"), num_generations=2, per_device_train_batch_size=8,
+                           depth_curriculum_steps=10)
+    ro = WordleRollout(cfg, rows, build_tokenizer())
+    shallow = [k for k, r in enumerate(rows) if not r["history"]]
+    ids = [shallow[0], shallow[0], shallow[1], shallow[1], shallow[2], shallow[2], shallow[3], shallow[3]]
+    first = ro.depth_curriculum(ids, step=0)
+    assert all(len(rows[r]["history"]) >= 2 for r in first)
+    assert all(first[k] == first[k + 1] for k in range(0, 8, 2))  # a group stays one prompt
+    assert ro.depth_curriculum(ids, step=10) == ids
+    assert WordleRollout(WordleGRPOConfig(output_dir=str(root / "d"), num_generations=2), rows,
+                         build_tokenizer()).depth_curriculum(ids, step=0) == ids

@@ -22,7 +22,8 @@ def micro(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, search_share=0.0), words)
+    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, solver_mix={"entropy": 1.0}),
+                        words)
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, splits, rows
@@ -36,7 +37,8 @@ def test_tokenizer_round_trip_and_phrases(micro):
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
     assert tok.unk_token_id not in ids
-    assert len(ids) == 5 + 1 + 9 + 1 + 1 + 1 + 5 + 1  # letters, ' -> ', marks, '\n', phrase, tags, letters
+    assert len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1  # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
+    assert [tok.decode([i]) for i in ids[6:11]] == ["X", " X", " G", " G", " G"]
     assert len(tok("é", add_special_tokens=False)["input_ids"]) == 1  # unknown chars map to <|unk|>
 
 

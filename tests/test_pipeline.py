@@ -55,6 +55,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert "/".join(str(v) for v in m["histogram"].values()) in row
         assert res["split"] == "test" and m["games"] == 12
     assert "Sample games" in text and "Wall time per stage" in text and '"name": "quick"' in text
+    val = [json.loads(x) for x in (out / "grpo" / "val_eval.jsonl").read_text().splitlines()]
+    assert [v["step"] for v in val] == [2] and f"| 2 | {100 * val[0]['val_win_rate']:.1f} % |" in text
     # a rerun skips every finished stage; a different config in the same folder is refused
     before = {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()}
     run_pipeline(load_config("quick"), out, console)

@@ -91,3 +91,19 @@ def test_unknown_solver_and_impossible_history(words, matrix):
         make_solver("oracle", words)
     with pytest.raises(ValueError, match="no answer"):
         EntropySolver(words, matrix=matrix).guess([("crane", 242), ("slate", 242)])
+
+
+def test_candidate_solver_only_guesses_words_that_fit_the_feedback(words, matrix):
+    s = make_solver("candidate", words, matrix=matrix)
+    assert s.opener() in words.answer_index  # even the opener could be the answer
+    games = [play_game(s, a) for a in words.answers[::5]]
+    for g in games:
+        hist = list(zip(g.guesses, g.patterns))
+        for k in range(1, len(hist)):
+            assert hist[k][0] in words.answer_index and consistent_with(hist[:k], hist[k][0])
+    assert np.mean([g.won for g in games]) >= 0.99
+    # the best-informed candidate: no remaining candidate splits the rest better
+    hist = [(games[0].guesses[0], games[0].patterns[0])]
+    cands = s.candidates(hist)
+    h = s.scores(cands, words.answer_to_allowed[cands])
+    assert h[list(words.answer_to_allowed[cands]).index(words.allowed_index[s.guess(hist)])] == pytest.approx(h.max())

@@ -138,7 +138,7 @@ def summarize(games: list[dict], max_turns: int) -> dict:
 def solve(
     answer: Annotated[str | None, typer.Option(help="Show the solver playing this answer.")] = None,
     all_answers: Annotated[bool, typer.Option("--all", help="Play every answer and report statistics.")] = False,
-    solver: Annotated[str, typer.Option(help="random | entropy | search")] = "entropy",
+    solver: Annotated[str, typer.Option(help="random | entropy | search | candidate")] = "entropy",
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for the random solver.")] = 0,
     max_turns: Annotated[int, typer.Option(help="Guesses allowed.")] = 6,
@@ -321,15 +321,19 @@ def data_sft(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     style: StyleOpt = "xml",
     think: ThinkOpt = True,
+    solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
+                                         )] = "candidate:0.8,random:0.2",
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers as TRL conversational `messages` rows (JSONL + datasets)."""
-    from wordle_rl.data import SftConfig, Splits, generate_sft, save_dataset
+    from wordle_rl.data import SftConfig, Splits, generate_sft, parse_solver_mix, save_dataset
 
     sp = _data_call(Splits.load, splits)
+    mix = _data_call(parse_solver_mix, solvers)
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
-        rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think))
+        rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
+                                                      solver_mix=mix))
     path = save_dataset(rows, out, "sft")
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
@@ -556,7 +560,8 @@ def _parse_config(cls, config: Path | None, args: list[str]):
 @app.command("eval")
 def eval_cmd(
     model: Annotated[str | None, typer.Option(help="Local model path or hub id.")] = None,
-    solver: Annotated[str | None, typer.Option(help="Evaluate a solver instead: random | entropy | search.")] = None,
+    solver: Annotated[str | None, typer.Option(
+        help="Evaluate a solver instead: random | entropy | search | candidate.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")] = None,
     endpoint_model: Annotated[str | None, typer.Option(help="Model name at --base-url.")] = None,
     split: Annotated[str, typer.Option(help="train | val | test.")] = "test",
@@ -631,22 +636,13 @@ def eval_cmd(
 
 
 def _print_results(results: list[dict], names: list[str] | None = None) -> None:
-    from wordle_rl.evaluate import fmt_pct
+    from wordle_rl.evaluate import SUMMARY_COLUMNS, summary_cells
 
     table = Table(title="evaluation")
-    for col in ("run", "policy", "decode", "split", "win rate (95 % CI)", "mean guesses", "format err",
-                "invalid", "repeats", "inconsistent", "train-sample win"):
+    for col in ("run", "policy", "decode", "split", *SUMMARY_COLUMNS):
         table.add_column(col)
     for i, r in enumerate(results):
-        m = r["metrics"]
-        lo, hi = m["win_rate_ci95"]
-        tr = r.get("train_sample_metrics")
-        table.add_row(names[i] if names else str(i + 1), r["policy"], r["decode"], r["split"],
-                      f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})",
-                      f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-",
-                      fmt_pct(m["format_error_rate"]), fmt_pct(m["invalid_word_rate"]),
-                      fmt_pct(m["repeated_guess_rate"]), fmt_pct(m["inconsistent_rate"]),
-                      fmt_pct(tr["win_rate"]) if tr else "-")
+        table.add_row(names[i] if names else str(i + 1), r["policy"], r["decode"], r["split"], *summary_cells(r))
     console.print(table)
 
 

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
-from wordle_rl.prompts import Knowledge, PromptStyle, render_conversation
-from wordle_rl.solvers import EntropySolver, SearchSolver, entropies
+from wordle_rl.parser import parse
+from wordle_rl.prompts import Knowledge, PromptStyle, format_answer, render_conversation
+from wordle_rl.solvers import SOLVERS, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
 __all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
@@ -143,14 +144,36 @@ class SftConfig:
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
     think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/plain styles)."})
-    search_share: float = field(default=0.25, metadata={"help": "Share of games played by the search solver."})
+    solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
+        "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})
     n_openers: int = field(default=12, metadata={"help": "Strong openers (top by entropy) to vary the start."})
     opener_share: float = field(default=0.3, metadata={"help": "Share of games starting with a varied opener."})
     random_first_share: float = field(default=0.2, metadata={
         "help": "Share of games whose first guess is a random allowed word (solver recovers)."})
     random_second_share: float = field(default=0.1, metadata={
         "help": "Share of games whose second guess is a random remaining candidate."})
+    refused_share: float = field(default=0.15, metadata={
+        "help": "Share of games showing one refused move (a misspelt word or wrong length; context, never imitated) "
+                "and the environment's reply, so the model learns to carry on after an invalid move."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+
+
+def _refused_move(style: PromptStyle, words: WordList, played: list, near: str, rng: random.Random):
+    """``(assistant text, error message)`` of a plausible move the environment refuses: ``near`` misspelt."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    bad = near[: rng.randrange(1, len(near))] if rng.random() < 0.3 else near
+    for _ in range(100):
+        if bad != near:
+            break
+        k = rng.randrange(len(near))
+        cand = near[:k] + rng.choice(letters) + near[k + 1:]
+        if not words.is_allowed(cand):
+            bad = cand
+    text = format_answer(style, bad)
+    result = parse(text, style, words=words, history=played)
+    if result.ok:
+        raise DataError(f"internal: refused move {text!r} was accepted")
+    return text, result.message
 
 
 def _strong_openers(solver: EntropySolver, k: int) -> list[str]:
@@ -175,50 +198,62 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     cfg = config or SftConfig()
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
+    mix = parse_solver_mix(",".join(f"{k}:{v}" for k, v in cfg.solver_mix.items()))
     entropy = EntropySolver(words)
-    search = SearchSolver(words, matrix=entropy.matrix, by_answer=entropy.by_answer)
+    solvers = {name: entropy if name == "entropy" else
+               make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
+               for name in mix}
     openers = _strong_openers(entropy, cfg.n_openers)
     train = list(splits.train)
     if not train:
         raise DataError("the train split is empty")
     rows = []
+    names, weights = list(mix), list(mix.values())
     for i in range(cfg.games):
         rng = random.Random(f"{cfg.seed}:{i}")
         answer = train[i % len(train)] if i < len(train) else rng.choice(train)
-        solver = search if rng.random() < cfg.search_share else entropy
+        solver = solvers[rng.choices(names, weights)[0]]
         r = rng.random()
         first = None
-        if solver is search:  # the search solver plays clean games from its own opener
+        if solver.name == "search":  # the search solver plays clean games from its own opener
             random_second = False
         else:
             if r < cfg.random_first_share:
                 first = ("random_first", rng.choice(words.allowed))
-            elif r < cfg.random_first_share + cfg.opener_share:
-                first = ("opener", rng.choice(openers))
+            elif r < cfg.random_first_share + cfg.opener_share or solver.name == "random":
+                first = ("opener", rng.choice(openers))  # the random solver never opens with a random word
             random_second = rng.random() < cfg.random_second_share
 
         def policy(history, rng, first=first, random_second=random_second, solver=solver):
             if not history and first is not None:
-                return first[1], ("explore" if first[0] == "random_first" else "solver"), solver
+                return first[1], ("explore" if first[0] == "random_first" else "solver"), entropy
             if len(history) == 1 and random_second:
-                cands = solver.candidates(history)
-                return words.answers[int(cands[rng.randrange(len(cands))])], "explore", solver
-            return solver.guess(history), "solver", solver
+                cands = entropy.candidates(history)
+                return words.answers[int(cands[rng.randrange(len(cands))])], "explore", entropy
+            return solver.guess(history, rng), "solver", entropy
 
-        history, reasons = _play_traced(answer, policy, rng, cfg.max_turns)
+        refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
+        history, reasons = _play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
+        played = list(history)
+        if refuse_at is not None and refuse_at < len(history):  # a refused move costs a turn (lose_turn)
+            text, msg = _refused_move(style, words, history[:refuse_at], history[refuse_at][0], rng)
+            history.insert(refuse_at, (text, None, msg))
+            reasons.insert(refuse_at, ("refused", None))
+        else:
+            refuse_at = None
         thinks = [text for _, text in reasons] if style.uses_think else None
         messages = render_conversation(style, history, thinks=thinks)
         for k, (reason, _) in enumerate(reasons):
-            if reason == "explore":  # shown as context, never imitated (see the chat template)
+            if reason in ("explore", "refused"):  # shown as context, never imitated (see the chat template)
                 messages[2 + 2 * k]["train"] = False
-        won = history[-1][0] == answer
+        won = played[-1][0] == answer
         if won:
             messages = messages[:-1]  # the conversation ends on the winning guess
         rows.append({
             "messages": messages, "answer": answer, "split": "train", "solver": solver.name,
-            "start": first[0] if first else "solver", "random_second": random_second,
+            "start": first[0] if first else "solver", "random_second": random_second, "refused_at": refuse_at,
             "turns": len(history), "won": won,
-            "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
+            "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
         })
     return rows
 
@@ -238,6 +273,20 @@ class RlConfig:
     style: str = field(default="xml", metadata={"help": "Prompt style for the rendered prompt."})
     think: bool = field(default=True, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+
+
+def parse_solver_mix(text: str) -> dict[str, float]:
+    """``"candidate:0.7,random:0.3"`` -> ``{"candidate": 0.7, "random": 0.3}`` (weights are normalised)."""
+    try:
+        mix = {k.strip(): float(v) for k, v in (part.split(":") for part in text.split(",") if part.strip())}
+    except ValueError as e:
+        raise DataError(f"bad solver mix {text!r}: use solver:weight pairs like entropy:0.75,search:0.25") from e
+    unknown = sorted(set(mix) - set(SOLVERS))
+    if unknown or not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+        raise DataError(f"bad solver mix {text!r}: solvers from {sorted(SOLVERS)}, weights >= 0, not all zero"
+                        + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    total = sum(mix.values())
+    return {k: w / total for k, w in mix.items() if w > 0}
 
 
 def parse_depth_mix(text: str) -> dict[int, float]:
@@ -368,6 +417,8 @@ def stats(rows: list[dict], splits: Splits | None = None) -> dict:
     if rows and "turns" in rows[0]:
         out["turns"] = dict(sorted(Counter(r["turns"] for r in rows).items()))
         out["won"] = sum(bool(r.get("won")) for r in rows)
+    if rows and "refused_at" in rows[0]:
+        out["refused_move_shown"] = sum(r["refused_at"] is not None for r in rows)
     if rows and "depth" in rows[0]:
         out["history_depth"] = dict(sorted(Counter(r["depth"] for r in rows).items()))
     for key in ("solver", "start", "status"):

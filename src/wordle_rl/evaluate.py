@@ -34,7 +34,7 @@ from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
 
 __all__ = ["EvalConfig", "SolverPolicy", "ModelPolicy", "EndpointPolicy", "GuessConstraint", "play_games",
-           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS"]
+           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS", "SUMMARY_COLUMNS", "summary_cells"]
 
 DECODE_MODES = ("free", "allowed", "consistent")
 FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_length", "not_alpha")
@@ -305,6 +305,22 @@ def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None
 
 def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f} %"
+
+
+SUMMARY_COLUMNS = ("win rate (95 % CI)", "mean guesses (wins)", "histogram 1-6/X", "format err", "invalid word",
+                   "repeated", "inconsistent", "win on train sample")
+
+
+def summary_cells(result: dict) -> list[str]:
+    """The headline metrics of one ``results.json``, formatted, in the order of :data:`SUMMARY_COLUMNS`."""
+    m = result["metrics"]
+    lo, hi = m["win_rate_ci95"]
+    tr = result.get("train_sample_metrics")
+    return [f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})",
+            f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-",
+            "/".join(str(v) for v in m["histogram"].values()),
+            fmt_pct(m["format_error_rate"]), fmt_pct(m["invalid_word_rate"]), fmt_pct(m["repeated_guess_rate"]),
+            fmt_pct(m["inconsistent_rate"]), fmt_pct(tr["win_rate"]) if tr else "-"]
 
 
 def report_markdown(result: dict, games: list[dict]) -> str:

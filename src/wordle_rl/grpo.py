@@ -51,6 +51,9 @@ class WordleGRPOConfig(GRPOConfig):
     curriculum: str | None = field(default=None, metadata={
         "help": "'step' or 'compliance': move weights from the 'format' preset to 'strategy'."})
     curriculum_steps: int = field(default=200, metadata={"help": "Steps of the step curriculum."})
+    depth_curriculum_steps: int = field(default=0, metadata={
+        "help": "History-depth curriculum: over the first N steps, groups start from deep histories (2+ earlier "
+                "turns, few answers left, easier wins) with a share falling linearly from 1 to 0 (0 = off)."})
     resample_zero_spread: int = field(default=0, metadata={
         "help": "Replay a group whose games all scored the same up to N times with other prompts."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
@@ -103,6 +106,16 @@ def load_rl_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def _left_pad(seqs: list[list[int]], pad: int, device):
+    """``(ids, attention_mask)`` tensors of token lists, padded on the left to the longest."""
+    import torch
+
+    width = max(len(x) for x in seqs)
+    ids = torch.tensor([[pad] * (width - len(x)) + x for x in seqs], dtype=torch.long, device=device)
+    att = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in seqs], dtype=torch.long, device=device)
+    return ids, att
+
+
 class WordleRollout:
     """The ``rollout_func``: whole games, batched per turn, with env tokens masked and per-game rewards."""
 
@@ -117,6 +130,7 @@ class WordleRollout:
         self.last_stats: dict[str, float] = {}
         # special tokens other than end-of-turn would break the turn structure: never sample them
         self._suppress = sorted(set(tokenizer.all_special_ids) - {tokenizer.eos_token_id})
+        self.record_logprobs = False  # keep each sampled token's log-probability (tests, diagnostics)
 
     def _env(self):
         if self.cfg.env_url:
@@ -137,6 +151,11 @@ class WordleRollout:
                 model.train()
 
     def _play(self, model, row_ids: list[int]) -> list[dict]:
+        """All games in one batch; the KV cache is carried from turn to turn, so each turn only processes the new
+        feedback tokens. The batch is a left-padded tensor that grows by [generated | feedback] each turn: padding
+        inside it (after an early end-of-turn, before a shorter feedback) is masked, and position ids follow the
+        mask, so every game sees exactly the positions of its own unpadded conversation. Finished games leave the
+        batch and the cache."""
         import torch
 
         envs, msgs = [], []
@@ -146,45 +165,51 @@ class WordleRollout:
             obs = env.reset(answer=row["answer"], history=[(g, p) for g, p in row["history"]] or None)
             envs.append(env)
             msgs.append(obs.messages)
-        tok = self.tok
+        tok, dev = self.tok, model.device
+        pad, eos = tok.pad_token_id, tok.eos_token_id
         texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in msgs]
         prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
         covered = list(texts)
         comp_ids: list[list[int]] = [[] for _ in envs]
         mask: list[list[int]] = [[] for _ in envs]
-        done = [False] * len(envs)
+        logps: list[list[float]] = [[] for _ in envs]
         results: list[dict] = [{} for _ in envs]
         errors: list[list[str | None]] = [[] for _ in envs]
         gen_tokens = 0
-        while not all(done):
-            active = [i for i in range(len(envs)) if not done[i]]
-            ctx_ids = [prompt_ids[i] + comp_ids[i] for i in active]
-            width = max(len(x) for x in ctx_ids)
-            pad = tok.pad_token_id
-            input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ctx_ids], device=model.device)
-            attn = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ctx_ids], device=model.device)
+        active = list(range(len(envs)))  # game index of each batch row
+        seqs, attn = _left_pad(prompt_ids, pad, dev)
+        cache = None
+        while active:
             with torch.no_grad():
-                out = model.generate(input_ids=input_ids, attention_mask=attn, do_sample=True,
+                out = model.generate(input_ids=seqs, attention_mask=attn, past_key_values=cache, do_sample=True,
                                      temperature=self.cfg.temperature, top_k=0, top_p=1.0,
-                                     max_new_tokens=self.cfg.max_turn_tokens, pad_token_id=pad,
-                                     eos_token_id=tok.eos_token_id, use_cache=True,
-                                     suppress_tokens=self._suppress or None)
-            new = out[:, width:].tolist()
+                                     max_new_tokens=self.cfg.max_turn_tokens, pad_token_id=pad, eos_token_id=eos,
+                                     use_cache=True, suppress_tokens=self._suppress or None,
+                                     return_dict_in_generate=True, output_logits=self.record_logprobs)
+            cache = out.past_key_values
+            new = out.sequences[:, seqs.shape[1]:]
+            new_list = new.tolist()
+            if self.record_logprobs:
+                step_lp = torch.stack(out.logits, 1).float().log_softmax(-1).gather(2, new[..., None])[..., 0].tolist()
+            new_attn = torch.zeros_like(new)
+            env_segments: list[list[int]] = []
+            keep: list[int] = []
             for j, i in enumerate(active):
-                ids = new[j]
-                forced = tok.eos_token_id not in ids
-                ids = ids[: ids.index(tok.eos_token_id) + 1] if not forced else [t for t in ids if t != pad]
+                ids = new_list[j]
+                forced = eos not in ids
+                ids = ids[: ids.index(eos) + 1] if not forced else ids
+                new_attn[j, : len(ids)] = 1
                 gen_tokens += len(ids)
-                text = tok.decode(ids, skip_special_tokens=True)
-                step = envs[i].step(text)
+                if self.record_logprobs:
+                    logps[i] += step_lp[j][: len(ids)]
+                step = envs[i].step(tok.decode(ids, skip_special_tokens=True))
                 comp_ids[i] += ids
                 mask[i] += [1] * len(ids)
                 errors[i].append(step.info["error"])
                 if step.done:
                     if forced:  # a turn cut off at max_turn_tokens is closed by the environment, not the model
-                        comp_ids[i].append(tok.eos_token_id)
+                        comp_ids[i].append(eos)
                         mask[i].append(0)
-                    done[i] = True
                     results[i] = step.info
                     continue
                 covered[i] += tok.decode(ids, skip_special_tokens=False)
@@ -196,6 +221,16 @@ class WordleRollout:
                 covered[i] = nxt
                 comp_ids[i] += env_ids
                 mask[i] += [0] * len(env_ids)
+                env_segments.append(env_ids)
+                keep.append(j)
+            if not keep:
+                break
+            idx = torch.tensor(keep, device=dev)
+            cache.batch_select_indices(idx)
+            env_t, env_attn = _left_pad(env_segments, pad, dev)
+            seqs = torch.cat([out.sequences[idx], env_t], 1)
+            attn = torch.cat([attn[idx], new_attn[idx], env_attn], 1)
+            active = [active[j] for j in keep]
         for e in envs:
             if hasattr(e, "close"):
                 e.close()
@@ -206,12 +241,27 @@ class WordleRollout:
             games.append({"prompt_ids": prompt_ids[i], "completion_ids": comp_ids[i], "env_mask": mask[i],
                           "won": bool(info["won"]), "turns": int(info["turns"]), "components": ep,
                           "errors": errors[i], "reward": combine(ep, self.weights)})
+            if self.record_logprobs:
+                games[-1]["logprobs"] = logps[i]
         self.last_stats["gen_tokens"] = gen_tokens
         return games
 
+    def depth_curriculum(self, row_ids: list[int], step: int) -> list[int]:
+        """Swap whole groups' rows for deep-history rows with probability ``1 - step / depth_curriculum_steps``."""
+        n = self.cfg.depth_curriculum_steps
+        share = max(0.0, 1.0 - step / n) if n else 0.0
+        deep = [k for k, r in enumerate(self.rows) if len(r["history"]) >= 2]
+        if share == 0.0 or not deep:
+            return row_ids
+        g, out = self.cfg.num_generations, list(row_ids)
+        for k in range(0, len(out), g):
+            if self.rng.random() < share:
+                out[k:k + g] = [deep[int(self.rng.integers(len(deep)))]] * len(out[k:k + g])
+        return out
+
     def __call__(self, prompts: list, trainer) -> dict:
         t0 = time.perf_counter()
-        row_ids = [int(p[0][ROW_KEY]) for p in prompts]
+        row_ids = self.depth_curriculum([int(p[0][ROW_KEY]) for p in prompts], trainer.state.global_step)
         games = self.play(trainer.model, row_ids)
         g = self.cfg.num_generations
         tries = 0
@@ -239,6 +289,7 @@ class WordleRollout:
             "wordle/episodes_per_s": len(games) / dt,
             "wordle/tokens_per_s": self.last_stats["gen_tokens"] / dt,
             "wordle/resample_rounds": tries,
+            "wordle/mean_history_depth": float(np.mean([len(self.rows[r]["history"]) for r in row_ids])),
         })
         metrics = getattr(trainer, "_metrics", None)
         if metrics is not None:

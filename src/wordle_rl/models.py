@@ -8,8 +8,9 @@ saved with ``save_pretrained``; nothing is mocked.
 
 The default tokenizer (``tokenizers`` WordLevel model wrapped in ``PreTrainedTokenizerFast``) splits text
 into single characters, except for the fixed phrases of the prompt renderer (system prompts, "You have N
-guesses left.", tags such as ``<guess>``), which are one token each. A game then costs ~20 tokens a turn
-instead of ~80, and every word is still spelled letter by letter, so unseen words can be written. Its chat
+guesses left.", tags such as ``<guess>``, a feedback mark with its space), which are one token each. A game
+then costs ~25 tokens a turn instead of ~80, and every word is still spelled letter by letter, so unseen words
+can be written. Compute is the bottleneck on a CPU: fewer tokens a game is more games a minute. Its chat
 template marks assistant turns with ``{% generation %}`` (assistant-only loss) and leaves out turns marked
 ``"train": false`` (exploratory moves shown as context).
 """
@@ -35,7 +36,6 @@ CHAT_TEMPLATE = (
     "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}"
     "{% endif %}"
     "{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}"
-    "{{ '\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
@@ -69,7 +69,9 @@ def phrases(max_turns: int = 6) -> list[str]:
             out.add(prompts.system_prompt(st))
             out.add(prompts.first_user_message(st))
     for n in range(max_turns + 1):
-        out.add(f"You have {n} guess{'es' if n != 1 else ''} left.")
+        left = f"You have {n} guess{'es' if n != 1 else ''} left."
+        out |= {left, "\n" + left}
+    out |= {" " + t for t in prompts.TILE_MARKS}  # "Y X G" -> "Y", " X", " G": one token per mark
     out |= {"Known positions: ", "Letters in the word: ", "Letters not in the word: ", "Guesses so far: ",
             "Your guess ", " got ", "not in position ", "exactly once", "exactly ", "at least ", " times",
             "Invalid move: ", "You submitted ", "Feedback:\n", "Possible answers: ", "No feedback yet. ",
@@ -175,7 +177,9 @@ def load_model(name_or_path: str, device: str = "auto", dtype: str = "auto", lor
         torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+        # eager attention is ~20 % faster than SDPA for small models on a CPU (benchmarks/RESULTS.md)
+        attn = "eager" if dev == "cpu" else None
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, attn_implementation=attn)
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {name_or_path!r}: {e}") from e
     if tok.pad_token is None:

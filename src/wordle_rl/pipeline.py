@@ -27,7 +27,9 @@ STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report"
 @dataclass
 class DataSection:
     split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
-    sft_games: int = field(default=20000, metadata={"help": "Solver games for SFT."})
+    sft_games: int = field(default=60000, metadata={"help": "Solver games for SFT."})
+    sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
+        "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
@@ -51,6 +53,7 @@ class TrainSection:
     num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
     temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
+    eval_val_every: int = field(default=0, metadata={"help": "GRPO: win rate on 100 val answers every N steps."})
 
 
 @dataclass
@@ -69,9 +72,11 @@ class PipelineConfig:
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
-    sft: TrainSection = field(default_factory=lambda: TrainSection(time_budget_minutes=30))
-    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=300, batch_size=64, learning_rate=2e-5,
-                                                                    save_steps=25, time_budget_minutes=60))
+    sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=1900, save_steps=200,
+                                                                   time_budget_minutes=30))
+    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,
+                                                                    temperature=0.7, save_steps=25,
+                                                                    time_budget_minutes=40, eval_val_every=50))
     eval: EvalSection = field(default_factory=EvalSection)
 
 
@@ -83,7 +88,7 @@ PRESETS: dict[str, dict] = {
               "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15,
                       "time_budget_minutes": 5},
               "grpo": {"max_steps": 2, "batch_size": 8, "num_generations": 4, "learning_rate": 1e-3,
-                       "save_steps": 2, "time_budget_minutes": 5},
+                       "save_steps": 2, "time_budget_minutes": 5, "eval_val_every": 2},
               "eval": {"limit": 12, "solvers": ["random", "entropy"], "batch_size": 32}},
     "gpu-qwen3": {"name": "gpu-qwen3",
                   "data": {"sft_games": 20000, "rl_rows": 4000, "think": False},
@@ -166,12 +171,18 @@ def load_config(spec: str | None) -> PipelineConfig:
 
 
 def _validate(cfg: PipelineConfig) -> PipelineConfig:
+    from wordle_rl.data import DataError, parse_depth_mix, parse_solver_mix
     from wordle_rl.evaluate import DECODE_MODES
     from wordle_rl.prompts import STYLES
     from wordle_rl.solvers import SOLVERS
 
     if cfg.data.style not in STYLES:
         raise ConfigError(f"data.style: {cfg.data.style!r} is not one of {STYLES}")
+    for key, parse in (("sft_solvers", parse_solver_mix), ("depth_mix", parse_depth_mix)):
+        try:
+            parse(getattr(cfg.data, key))
+        except DataError as e:
+            raise ConfigError(f"data.{key}: {e}") from e
     bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
     if bad:
         raise ConfigError(f"eval.decodes: {bad} not in {DECODE_MODES}")
@@ -266,12 +277,14 @@ class Runner:
             generate_rl,
             generate_sft,
             parse_depth_mix,
+            parse_solver_mix,
             save_dataset,
         )
 
         d, sp = self.cfg.data, self._splits()
         with self.console.status(f"playing {d.sft_games} solver games"):
-            sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think))
+            sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think,
+                                                  solver_mix=parse_solver_mix(d.sft_solvers)))
         check_leakage(sft_rows, sp, "sft")
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
@@ -326,7 +339,8 @@ class Runner:
                                temperature=t.temperature, time_budget_minutes=t.time_budget_minutes,
                                save_steps=t.save_steps, threads=self.cfg.threads, seed=self.cfg.seed,
                                style=self.cfg.data.style, think=self.cfg.data.think,
-                               splits=str(self.paths["splits"]), disable_tqdm=False)
+                               splits=str(self.paths["splits"]), eval_val_every=t.eval_val_every,
+                               disable_tqdm=False)
         run_grpo(cfg, resume=self._resume(self.paths["grpo"]))
 
     def trained(self) -> list[tuple[str, Path]]:

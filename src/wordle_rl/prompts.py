@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
-           "invalid_message", "format_answer", "render_conversation", "Turn"]
+           "invalid_message", "format_answer", "render_conversation", "Turn", "TILE_MARKS"]
 
 STYLES = ("xml", "brackets", "plain")
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
 _TILE = {GREEN: "G", YELLOW: "Y", GREY: "X"}
+TILE_MARKS = tuple(_TILE.values())
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wordle_rl.evaluate import fmt_pct
+from wordle_rl.evaluate import SUMMARY_COLUMNS, fmt_pct, summary_cells
 from wordle_rl.game import pattern_to_emoji, str_to_pattern
 
 __all__ = ["write_report", "results_rows"]
@@ -19,15 +19,7 @@ def results_rows(eval_dir: Path) -> list[tuple[str, dict]]:
 
 
 def _row(name: str, r: dict) -> str:
-    m = r["metrics"]
-    lo, hi = m["win_rate_ci95"]
-    mean = f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-"
-    hist = "/".join(str(v) for v in m["histogram"].values())
-    tr = r.get("train_sample_metrics")
-    return (f"| {name} | {r['decode']} | {fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)}) | {mean} | {hist} | "
-            f"{fmt_pct(m['format_error_rate'])} | {fmt_pct(m['invalid_word_rate'])} | "
-            f"{fmt_pct(m['repeated_guess_rate'])} | {fmt_pct(m['inconsistent_rate'])} | "
-            f"{fmt_pct(tr['win_rate']) if tr else '-'} |")
+    return "| " + " | ".join([name, r["decode"], *summary_cells(r)]) + " |"
 
 
 def write_report(runner) -> Path:
@@ -41,9 +33,8 @@ def write_report(runner) -> Path:
         n = runs[0][1]["metrics"]["games"]
         lines += [f"All policies played the same {n} **test** answers; a win counts only when the exact answer "
                   "was guessed. 95 % Wilson intervals.", "",
-                  "| policy | decoding | win rate (95 % CI) | mean guesses (wins) | histogram 1-6/X | format err | "
-                  "invalid word | repeated | inconsistent | win on train sample |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| " + " | ".join(["policy", "decoding", *SUMMARY_COLUMNS]) + " |",
+                  "|---" * (2 + len(SUMMARY_COLUMNS)) + "|"]
         lines += [_row(name, r) for name, r in runs]
         lines.append("")
         for p in plot_eval_runs(runs, plots):
@@ -57,6 +48,13 @@ def write_report(runner) -> Path:
             lines.append(f"![{stage} curves](plots/{p.name})")
             if stage == "grpo":
                 lines.append(_cumulative_wins(log, runner.cfg.grpo.batch_size, plots))
+    val_file = runner.paths["grpo"] / "val_eval.jsonl"
+    if val_file.is_file():
+        lines += ["", "GRPO: greedy wins on val answers during training", "", "| step | val win rate | mean guesses |",
+                  "|---|---|---|"]
+        for rec in (json.loads(x) for x in val_file.read_text().splitlines()):
+            mean = f"{rec['val_mean_guesses']:.3f}" if rec["val_mean_guesses"] else "-"
+            lines.append(f"| {rec['step']} | {fmt_pct(rec['val_win_rate'])} | {mean} |")
     trained = [(n, r) for n, r in runs if not n.startswith("solver-") and r["decode"] == "free"]
     if trained:
         name, _ = trained[-1]

@@ -42,6 +42,8 @@ class WordleSFTConfig(SFTConfig):
     per_device_train_batch_size: int = field(default=32, metadata={"help": "Conversations per step."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (max_steps wins when set)."})
     max_length: int | None = field(default=1024, metadata={"help": "Longest conversation in tokens (none cut)."})
+    train_sampling_strategy: str = field(default="group_by_length", metadata={
+        "help": "Batches of similar length (less padding: ~2x faster here than random order), or 'random'."})
     logging_steps: int = field(default=20, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=200, metadata={"help": "Checkpoint every N steps."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
