@@ -14,6 +14,7 @@ from wordle_rl.data import (
     generate_sft,
     make_splits,
     parse_depth_mix,
+    parse_solver_mix,
     read_jsonl,
     stats,
     validate_rows,
@@ -149,6 +150,19 @@ def test_rl_rows(splits, words):
     assert all(splits.split_of(r["answer"]) == "val" for r in val)
     with pytest.raises(DataError, match="depth mix"):
         parse_depth_mix("0:1,9:1")
+    assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
+    with pytest.raises(DataError, match="depths must be 0-4"):  # the config's dict is checked the same way
+        generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}), words)
+
+
+def test_solver_mix_is_parsed_and_checked(splits, words):
+    assert parse_solver_mix("candidate:3,random:1,search:0") == {"candidate": 0.75, "random": 0.25}
+    for bad, why in (("candidate", "solver:weight pairs"), ("candidate:x", "solver:weight pairs"),
+                     ("oracle:1", "unknown solver"), ("random:0", "not all zero"), ("random:-1", "weights >= 0")):
+        with pytest.raises(DataError, match=why):
+            parse_solver_mix(bad)
+    with pytest.raises(DataError, match="unknown solver"):
+        generate_sft(splits, SftConfig(games=5, solver_mix={"oracle": 1.0}), words)
 
 
 def test_bad_files_name_file_line_and_reason(tmp_path, words):

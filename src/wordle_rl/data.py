@@ -198,7 +198,7 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     cfg = config or SftConfig()
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
-    mix = parse_solver_mix(",".join(f"{k}:{v}" for k, v in cfg.solver_mix.items()))
+    mix = check_solver_mix(cfg.solver_mix)
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -275,30 +275,46 @@ class RlConfig:
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
-def parse_solver_mix(text: str) -> dict[str, float]:
-    """``"candidate:0.7,random:0.3"`` -> ``{"candidate": 0.7, "random": 0.3}`` (weights are normalised)."""
+def _parse_pairs(text: str, what: str, key, example: str) -> dict:
+    """``"a:1,b:2"`` -> ``{key("a"): 1.0, key("b"): 2.0}``; a clear :class:`DataError` when it does not parse."""
     try:
-        mix = {k.strip(): float(v) for k, v in (part.split(":") for part in text.split(",") if part.strip())}
+        return {key(k.strip()): float(v) for k, v in (part.split(":") for part in text.split(",") if part.strip())}
     except ValueError as e:
-        raise DataError(f"bad solver mix {text!r}: use solver:weight pairs like entropy:0.75,search:0.25") from e
+        raise DataError(f"bad {what} mix {text!r}: use {what}:weight pairs like {example}") from e
+
+
+def _check_weights(mix: dict, what: str, rule: str) -> None:
+    if not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+        raise DataError(f"bad {what} mix {mix}: {rule}, weights >= 0, not all zero")
+
+
+def check_solver_mix(mix: dict[str, float]) -> dict[str, float]:
+    """Validate ``{solver: weight}`` and normalise the weights (order kept, zero weights dropped)."""
     unknown = sorted(set(mix) - set(SOLVERS))
-    if unknown or not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
-        raise DataError(f"bad solver mix {text!r}: solvers from {sorted(SOLVERS)}, weights >= 0, not all zero"
-                        + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    if unknown:
+        raise DataError(f"bad solver mix {mix}: unknown solver(s) {', '.join(unknown)}; known: {sorted(SOLVERS)}")
+    _check_weights(mix, "solver", f"solvers from {sorted(SOLVERS)}")
     total = sum(mix.values())
     return {k: w / total for k, w in mix.items() if w > 0}
 
 
-def parse_depth_mix(text: str) -> dict[int, float]:
-    """``"0:0.4,1:0.3,2:0.3"`` -> ``{0: 0.4, 1: 0.3, 2: 0.3}`` (weights are normalised)."""
-    try:
-        mix = {int(k): float(v) for k, v in (part.split(":") for part in text.split(",") if part.strip())}
-    except ValueError as e:
-        raise DataError(f"bad depth mix {text!r}: use depth:weight pairs like 0:0.5,1:0.5") from e
-    if not mix or any(d < 0 or d > 4 for d in mix) or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
-        raise DataError(f"bad depth mix {text!r}: depths 0-4, weights >= 0, not all zero")
+def parse_solver_mix(text: str) -> dict[str, float]:
+    """``"candidate:0.7,random:0.3"`` -> ``{"candidate": 0.7, "random": 0.3}`` (weights are normalised)."""
+    return check_solver_mix(_parse_pairs(text, "solver", str, "entropy:0.75,search:0.25"))
+
+
+def check_depth_mix(mix: dict[int, float]) -> dict[int, float]:
+    """Validate ``{depth: weight}`` (depths 0-4) and normalise the weights, sorted by depth."""
+    if any(d < 0 or d > 4 for d in mix):
+        raise DataError(f"bad depth mix {mix}: depths must be 0-4")
+    _check_weights(mix, "depth", "depths 0-4")
     total = sum(mix.values())
     return {d: w / total for d, w in sorted(mix.items())}
+
+
+def parse_depth_mix(text: str) -> dict[int, float]:
+    """``"0:0.4,1:0.3,2:0.3"`` -> ``{0: 0.4, 1: 0.3, 2: 0.3}`` (weights are normalised)."""
+    return check_depth_mix(_parse_pairs(text, "depth", int, "0:0.5,1:0.5"))
 
 
 def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList | None = None) -> list[dict]:
@@ -308,7 +324,7 @@ def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList 
     answers = {"train": splits.train, "val": splits.val, "test": splits.test}.get(cfg.split)
     if answers is None or not answers:
         raise DataError(f"split {cfg.split!r} is unknown or empty")
-    mix = parse_depth_mix(",".join(f"{k}:{v}" for k, v in cfg.depth_mix.items()))
+    mix = check_depth_mix(cfg.depth_mix)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     solver = EntropySolver(words)
     rows = []
