@@ -250,8 +250,10 @@ class WordleRollout:
         """Swap whole groups' rows for deep-history rows with probability ``1 - step / depth_curriculum_steps``."""
         n = self.cfg.depth_curriculum_steps
         share = max(0.0, 1.0 - step / n) if n else 0.0
+        if share == 0.0:
+            return row_ids
         deep = [k for k, r in enumerate(self.rows) if len(r["history"]) >= 2]
-        if share == 0.0 or not deep:
+        if not deep:
             return row_ids
         g, out = self.cfg.num_generations, list(row_ids)
         for k in range(0, len(out), g):
