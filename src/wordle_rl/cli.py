@@ -468,7 +468,8 @@ def data_teacher_sft(
 @app.command("init-model")
 def init_model_cmd(
     out: Annotated[Path, typer.Argument(help="Folder for the model and tokenizer.")],
-    preset: Annotated[str, typer.Option(help="Size: tiny (default, ≈3.5 M), small (≈11 M), micro (tests).")] = "tiny",
+    preset: Annotated[str, typer.Option(
+        help="Size: mini (default, ≈1.4 M), tiny (≈3.5 M), small (≈11 M), micro (tests).")] = "mini",
     seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
 ) -> None:
     """Build the embedded default model (Qwen3 from a config, local tokenizer) with no download."""

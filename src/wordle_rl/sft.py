@@ -1,6 +1,6 @@
 """Supervised fine-tuning on solver (or teacher) conversations with TRL's ``SFTTrainer``.
 
-    wordle-rl sft --model models/tiny --data data/sft --output-dir runs/sft [--max-steps 1500] [--resume]
+    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 1600] [--resume]
 
 Loss is on assistant tokens only (``assistant_only_loss``; exploratory turns marked ``"train": false`` are
 context). The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
@@ -27,7 +27,7 @@ __all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget"]
 class WordleSFTConfig(SFTConfig):
     """TRL's ``SFTConfig`` with wordle-rl's defaults for the embedded CPU model, plus a few fields."""
 
-    model: str = field(default="models/tiny", metadata={"help": "Hub id or local path of the model to train."})
+    model: str = field(default="models/mini", metadata={"help": "Hub id or local path of the model to train."})
     data: str = field(default="data/sft", metadata={"help": "SFT data: a folder from `wordle-rl data sft` or a JSONL."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads (use 1 on a busy 2-core machine)."})
     time_budget_minutes: float | None = field(default=None, metadata={
@@ -35,11 +35,11 @@ class WordleSFTConfig(SFTConfig):
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (PEFT) instead of all weights."})
     output_dir: str = field(default="runs/sft", metadata={"help": "Where checkpoints and the final model go."})
     assistant_only_loss: bool = field(default=True, metadata={"help": "Loss on assistant tokens only."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    learning_rate: float = field(default=3e-3, metadata={"help": "Peak learning rate."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Warm-up share of steps."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
-    per_device_train_batch_size: int = field(default=32, metadata={"help": "Conversations per step."})
+    per_device_train_batch_size: int = field(default=64, metadata={"help": "Conversations per step."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (max_steps wins when set)."})
     max_length: int | None = field(default=1024, metadata={"help": "Longest conversation in tokens (none cut)."})
     train_sampling_strategy: str = field(default="group_by_length", metadata={
