@@ -48,5 +48,6 @@ def main() -> None:
     for name in args.presets:
         print(json.dumps(measure(name, args.batch, args.length, args.steps)), flush=True)
 
+
 if __name__ == "__main__":
     main()
