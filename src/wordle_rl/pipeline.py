@@ -27,7 +27,7 @@ STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report"
 @dataclass
 class DataSection:
     split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
-    sft_games: int = field(default=100000, metadata={"help": "Solver games for SFT."})
+    sft_games: int = field(default=140000, metadata={"help": "Solver games for SFT."})
     sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
         "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
@@ -72,7 +72,7 @@ class PipelineConfig:
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
-    sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=1600, batch_size=64,
+    sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=2200, batch_size=64,
                                                                    learning_rate=3e-3, save_steps=200,
                                                                    time_budget_minutes=30))
     grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,

@@ -1,6 +1,6 @@
 """Supervised fine-tuning on solver (or teacher) conversations with TRL's ``SFTTrainer``.
 
-    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 1600] [--resume]
+    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 2200] [--resume]
 
 Loss is on assistant tokens only (``assistant_only_loss``; exploratory turns marked ``"train": false`` are
 context). The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
@@ -51,6 +51,9 @@ class WordleSFTConfig(SFTConfig):
     dataloader_num_workers: int = field(default=0, metadata={"help": "Data loader workers."})
     seed: int = field(default=0, metadata={"help": "Seed of model init order, shuffling and dropout."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on with CUDA."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations in backward: saves memory on large models, but made the small default "
+                "1.4x slower per step (TRL turns it on by default; benchmarks/RESULTS.md)."})
 
     def __post_init__(self) -> None:
         _device_defaults(self)
