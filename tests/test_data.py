@@ -209,3 +209,30 @@ def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
             else:
                 assert step.observation.messages[-1]["content"] == msgs[k + 1]["content"]
     assert refused == sum(r["refused_at"] is not None for r in sft_rows) > 5
+
+
+def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
+    def later_guesses(rows):  # every guess after the opener (all trained here: no exploration, no refusals)
+        counts = {}
+        for r in rows:
+            for g, _ in r["history"][1:]:
+                counts[g] = counts.get(g, 0) + 1
+        return counts
+
+    cfg = dict(games=300, seed=1, think=False, solver_mix={"candidate": 1.0}, random_first_share=0.0,
+               random_second_share=0.0, refused_share=0.0)
+    plain = generate_sft(splits, SftConfig(**cfg), words)
+    balanced = generate_sft(splits, SftConfig(**cfg, balance_share=1.0), words)
+    assert check_leakage(balanced, splits) == 0
+    assert {r["solver"] for r in balanced} <= {"balanced", "candidate"}
+    for r in balanced:  # every guess after the first fits all feedback so far
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        for k in range(1, len(hist)):
+            assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
+    held_out = set(splits.val) | set(splits.test)
+    plain_counts, bal_counts = later_guesses(plain), later_guesses(balanced)
+    assert sum(n for w, n in bal_counts.items() if w in held_out) > 2 * sum(
+        n for w, n in plain_counts.items() if w in held_out)
+    assert max(bal_counts.values()) < max(plain_counts.values())
+    with pytest.raises(DataError, match="balance_share"):
+        generate_sft(splits, SftConfig(games=2, balance_share=1.5), words)

@@ -147,3 +147,15 @@ def test_guess_constraint_allows_only_continuations():
     assert torch.nonzero(scores[0] > -1e9).flatten().tolist() == [tok.eos_token_id]
     free = torch.tensor([prompt + tok("hello", add_special_tokens=False)["input_ids"]])
     assert torch.all(proc(free, torch.zeros(1, len(tok))) == 0)
+
+
+def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works(tmp_path, recwarn):
+    from wordle_rl.grpo import WordleGRPOConfig
+    from wordle_rl.sft import WordleSFTConfig
+
+    for cls in (WordleSFTConfig, WordleGRPOConfig):
+        off = cls(output_dir=str(tmp_path / cls.__name__))
+        assert off.activation_checkpointing is False and off.gradient_checkpointing is False
+        on = cls(output_dir=str(tmp_path / cls.__name__), gradient_checkpointing=True)
+        assert on.activation_checkpointing is True and on.gradient_checkpointing is True
+    assert not [w for w in recwarn if "gradient_checkpointing" in str(w.message)]

@@ -323,6 +323,8 @@ def data_sft(
     think: ThinkOpt = True,
     solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
                                          )] = "candidate:0.8,random:0.2",
+    balance_share: Annotated[float, typer.Option(help="Share of games that write the least-written remaining "
+                                                      "answer words (evens out word exposure).")] = 0.0,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers as TRL conversational `messages` rows (JSONL + datasets)."""
@@ -333,7 +335,7 @@ def data_sft(
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
         rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
-                                                      solver_mix=mix))
+                                                      solver_mix=mix, balance_share=balance_share))
     path = save_dataset(rows, out, "sft")
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 

@@ -155,6 +155,11 @@ class SftConfig:
     refused_share: float = field(default=0.15, metadata={
         "help": "Share of games showing one refused move (a misspelt word or wrong length; context, never imitated) "
                 "and the environment's reply, so the model learns to carry on after an invalid move."})
+    balance_share: float = field(default=0.0, metadata={
+        "help": "Share of games whose guesses after the first are the remaining candidate written least often so "
+                "far in this data (ties at random): evens out how often each answer word is a trained output, so "
+                "held-out answers (never targets) are not rare outputs. Held-out answers won in free play track "
+                "that count (benchmarks/RESULTS.md)."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
@@ -199,6 +204,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     mix = check_solver_mix(cfg.solver_mix)
+    if not 0 <= cfg.balance_share <= 1:
+        raise DataError(f"balance_share must be between 0 and 1, got {cfg.balance_share}")
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -209,10 +216,12 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         raise DataError("the train split is empty")
     rows = []
     names, weights = list(mix), list(mix.values())
+    written = np.zeros(len(words.answers), dtype=np.int64)  # trained outputs per answer word so far
     for i in range(cfg.games):
         rng = random.Random(f"{cfg.seed}:{i}")
         answer = train[i % len(train)] if i < len(train) else rng.choice(train)
         solver = solvers[rng.choices(names, weights)[0]]
+        balanced = cfg.balance_share > 0 and rng.random() < cfg.balance_share
         r = rng.random()
         first = None
         if solver.name == "search":  # the search solver plays clean games from its own opener
@@ -224,12 +233,16 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
                 first = ("opener", rng.choice(openers))  # the random solver never opens with a random word
             random_second = rng.random() < cfg.random_second_share
 
-        def policy(history, rng, first=first, random_second=random_second, solver=solver):
+        def policy(history, rng, first=first, random_second=random_second, solver=solver, balanced=balanced):
             if not history and first is not None:
                 return first[1], ("explore" if first[0] == "random_first" else "solver"), entropy
             if len(history) == 1 and random_second:
                 cands = entropy.candidates(history)
                 return words.answers[int(cands[rng.randrange(len(cands))])], "explore", entropy
+            if history and balanced:
+                cands = entropy.candidates(history)
+                rarest = cands[written[cands] == written[cands].min()]
+                return words.answers[int(rarest[rng.randrange(len(rarest))])], "solver", entropy
             return solver.guess(history, rng), "solver", entropy
 
         refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
@@ -241,6 +254,9 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             reasons.insert(refuse_at, ("refused", None))
         else:
             refuse_at = None
+        for turn, (reason, _) in zip(history, reasons):
+            if reason == "solver" and words.is_answer(turn[0]):
+                written[words.answer_index[turn[0]]] += 1
         thinks = [text for _, text in reasons] if style.uses_think else None
         messages = render_conversation(style, history, thinks=thinks)
         for k, (reason, _) in enumerate(reasons):
@@ -250,7 +266,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         if won:
             messages = messages[:-1]  # the conversation ends on the winning guess
         rows.append({
-            "messages": messages, "answer": answer, "split": "train", "solver": solver.name,
+            "messages": messages, "answer": answer, "split": "train",
+            "solver": "balanced" if balanced and len(played) > 1 else solver.name,
             "start": first[0] if first else "solver", "random_second": random_second, "refused_at": refuse_at,
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],

@@ -69,8 +69,10 @@ class WordleGRPOConfig(GRPOConfig):
     report_to: str = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
     max_completion_length: int = field(default=256, metadata={"help": "Upper bound of a whole episode's tokens."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16; default: on with CUDA."})
-    gradient_checkpointing: bool = field(default=False, metadata={
+    activation_checkpointing: bool | None = field(default=False, metadata={
         "help": "Recompute activations in backward (saves memory on large models, costs time)."})
+    gradient_checkpointing: bool | None = field(default=None, metadata={
+        "help": "Old name of activation_checkpointing; when given, it wins."})
     eval_val_every: int = field(default=0, metadata={"help": "Evaluate on the val split every N steps (0 = off)."})
     eval_val_games: int = field(default=100, metadata={"help": "Val answers per evaluation."})
     splits: str = field(default="data/splits.json", metadata={"help": "Splits file (for val evaluation)."})

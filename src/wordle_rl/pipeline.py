@@ -30,6 +30,8 @@ class DataSection:
     sft_games: int = field(default=140000, metadata={"help": "Solver games for SFT."})
     sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
         "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
+    sft_balance_share: float = field(default=0.0, metadata={
+        "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
@@ -285,7 +287,8 @@ class Runner:
         d, sp = self.cfg.data, self._splits()
         with self.console.status(f"playing {d.sft_games} solver games"):
             sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think,
-                                                  solver_mix=parse_solver_mix(d.sft_solvers)))
+                                                  solver_mix=parse_solver_mix(d.sft_solvers),
+                                                  balance_share=d.sft_balance_share))
         check_leakage(sft_rows, sp, "sft")
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,

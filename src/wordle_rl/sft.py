@@ -51,9 +51,11 @@ class WordleSFTConfig(SFTConfig):
     dataloader_num_workers: int = field(default=0, metadata={"help": "Data loader workers."})
     seed: int = field(default=0, metadata={"help": "Seed of model init order, shuffling and dropout."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on with CUDA."})
-    gradient_checkpointing: bool = field(default=False, metadata={
-        "help": "Recompute activations in backward: saves memory on large models, but made the small default "
-                "1.4x slower per step (TRL turns it on by default; benchmarks/RESULTS.md)."})
+    activation_checkpointing: bool | None = field(default=False, metadata={
+        "help": "Recompute activations in backward: saves memory on large models, but makes the small default "
+                "model's steps 1.18x slower (TRL turns it on by default; benchmarks/RESULTS.md)."})
+    gradient_checkpointing: bool | None = field(default=None, metadata={
+        "help": "Old name of activation_checkpointing; when given, it wins."})
 
     def __post_init__(self) -> None:
         _device_defaults(self)
@@ -61,8 +63,15 @@ class WordleSFTConfig(SFTConfig):
 
 
 def _device_defaults(cfg) -> None:
-    """bf16 only where CUDA supports it; otherwise CPU training in fp32 (TRL would turn bf16 on blindly)."""
+    """bf16 only where CUDA supports it; otherwise CPU training in fp32 (TRL would turn bf16 on blindly).
+
+    Also resolves activation checkpointing: the old name ``gradient_checkpointing`` wins when given.
+    """
     import torch
+
+    if cfg.gradient_checkpointing is not None:
+        cfg.activation_checkpointing = cfg.gradient_checkpointing
+        cfg.gradient_checkpointing = None
 
     cuda = torch.cuda.is_available()
     if cfg.bf16 is None:
