@@ -231,8 +231,9 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
             assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
     held_out = set(splits.val) | set(splits.test)
     plain_counts, bal_counts = later_guesses(plain), later_guesses(balanced)
-    assert sum(n for w, n in bal_counts.items() if w in held_out) > 2 * sum(
+    assert sum(n for w, n in bal_counts.items() if w in held_out) > 1.3 * sum(
         n for w, n in plain_counts.items() if w in held_out)
+    assert len(bal_counts) > 1.3 * len(plain_counts)  # more different words written
     assert max(bal_counts.values()) < max(plain_counts.values())
     with pytest.raises(DataError, match="balance_share"):
         generate_sft(splits, SftConfig(games=2, balance_share=1.5), words)
