@@ -1,5 +1,5 @@
 """Seconds per step of the real SFT trainer (TRL ``SFTTrainer`` through ``run_sft``), with and without
-gradient checkpointing, on real solver games and the real embedded model.
+activation (gradient) checkpointing, on real solver games and the real embedded model.
 
 Run on an idle machine (it builds everything it needs in a temporary folder):
 
@@ -24,12 +24,12 @@ from wordle_rl.sft import WordleSFTConfig, run_sft
 def measure(root: Path, model: Path, data: Path, checkpointing: bool, steps: int, batch: int, threads: int) -> dict:
     out = root / f"sft-gc{int(checkpointing)}"
     cfg = WordleSFTConfig(model=str(model), data=str(data), output_dir=str(out), max_steps=steps,
-                          per_device_train_batch_size=batch, gradient_checkpointing=checkpointing,
+                          per_device_train_batch_size=batch, activation_checkpointing=checkpointing,
                           save_steps=10 * steps, logging_steps=steps, threads=threads, disable_tqdm=True)
     run_sft(cfg)
     log = json.loads((out / "wordle_rl_sft_log.json").read_text())
     runtime = next(e["train_runtime"] for e in log if "train_runtime" in e)
-    return {"gradient_checkpointing": checkpointing, "steps": steps, "batch": batch,
+    return {"activation_checkpointing": checkpointing, "steps": steps, "batch": batch,
             "train_runtime_s": round(runtime, 1), "s_per_step": round(runtime / steps, 3),
             "games_per_s": round(steps * batch / runtime, 1), "final_loss": [e["loss"] for e in log if "loss" in e][-1]}
 
