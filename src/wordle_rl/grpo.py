@@ -90,9 +90,9 @@ class WordleGRPOConfig(GRPOConfig):
                 raise ValueError("use_vllm needs a CUDA GPU and `pip install 'wordle-rl[gpu]'` (vLLM 0.22-0.31)")
             raise ValueError("use_vllm: the whole-game rollout generates with the trained model itself; vLLM "
                              "generation inside the multi-turn rollout is not wired in yet, so leave use_vllm off")
-        from wordle_rl.sft import _device_defaults
+        from wordle_rl.sft import _resolve_defaults
 
-        _device_defaults(self)
+        _resolve_defaults(self)
         super().__post_init__()
 
 

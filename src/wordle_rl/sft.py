@@ -58,11 +58,11 @@ class WordleSFTConfig(SFTConfig):
         "help": "Old name of activation_checkpointing; when given, it wins."})
 
     def __post_init__(self) -> None:
-        _device_defaults(self)
+        _resolve_defaults(self)
         super().__post_init__()
 
 
-def _device_defaults(cfg) -> None:
+def _resolve_defaults(cfg) -> None:
     """bf16 only where CUDA supports it; otherwise CPU training in fp32 (TRL would turn bf16 on blindly).
 
     Also resolves activation checkpointing: the old name ``gradient_checkpointing`` wins when given.
