@@ -82,3 +82,17 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
     assert r.exit_code == 2 and "no relative advantage" in r.output
     r = runner.invoke(app, ["sft", "--help-config"])
     assert r.exit_code == 0 and "--time_budget_minutes" in r.output
+
+
+def test_data_sft_wide_games_and_check(tmp_path):
+    splits, out = tmp_path / "splits.json", tmp_path / "sft"
+    assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
+    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "24", "--no-think", "--wide-share", "0.5",
+                            "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
+    assert r.exit_code != 0 and "not in the answer list" in r.output
+    r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits), "--allow-outside"])
+    assert r.exit_code == 0 and "24 rows" in r.output and "outside the answer list" in r.output, r.output
+    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "2", "--wide-share", "2"])
+    assert r.exit_code != 0 and "wide_share must be between 0 and 1" in r.output

@@ -237,3 +237,34 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
     assert max(bal_counts.values()) < max(plain_counts.values())
     with pytest.raises(DataError, match="balance_share"):
         generate_sft(splits, SftConfig(games=2, balance_share=1.5), words)
+
+
+def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):
+    rows = generate_sft(splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5), words)
+    wide = [r for r in rows if r["solver"] == "wide"]
+    assert 20 < len(wide) < 60
+    for r in rows:
+        if r["solver"] == "wide":  # never an answer of any split, so never a val or test answer
+            assert r["split"] == "outside" and words.is_allowed(r["answer"]) and not words.is_answer(r["answer"])
+        else:
+            assert splits.split_of(r["answer"]) == "train"
+    for r in wide:  # after the first guess, every guess is an allowed word that fits all feedback so far
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        for k in range(1, len(hist)):
+            assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
+        assert r["won"] == (hist[-1][0] == r["answer"])
+    assert sum(r["won"] for r in wide) > 0.7 * len(wide)
+    assert any(not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1])  # non-answers are guessed too
+    with pytest.raises(DataError, match=r"LEAKAGE: \d+ row"):
+        check_leakage(rows, splits)
+    assert check_leakage(rows, splits, allow_outside=True) == len(rows)
+    with pytest.raises(DataError, match="not in the answer list"):
+        validate_rows(rows, "sft", words)
+    validate_rows(rows, "sft", words, allow_outside=True)
+    with pytest.raises(DataError, match="not in the answer list nor the allowed list"):
+        validate_rows([dict(wide[0], answer="zzzzz")], "sft", words, allow_outside=True)
+    leaked = [dict(wide[0], answer=splits.test[0])]
+    with pytest.raises(DataError, match="test split"):
+        check_leakage(leaked, splits, allow_outside=True)
+    with pytest.raises(DataError, match="wide_share"):
+        generate_sft(splits, SftConfig(games=2, wide_share=-0.1), words)

@@ -325,6 +325,9 @@ def data_sft(
                                          )] = "candidate:0.8,random:0.2",
     balance_share: Annotated[float, typer.Option(help="Share of games that write the least-written remaining "
                                                       "answer words (evens out word exposure).")] = 0.0,
+    wide_share: Annotated[float, typer.Option(help="Share of games whose target is an allowed word outside the "
+                                                   "answer list (never a val/test answer), every allowed word a "
+                                                   "possible answer.")] = 0.0,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers as TRL conversational `messages` rows (JSONL + datasets)."""
@@ -335,7 +338,8 @@ def data_sft(
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
         rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
-                                                      solver_mix=mix, balance_share=balance_share))
+                                                      solver_mix=mix, balance_share=balance_share,
+                                                      wide_share=wide_share))
     path = save_dataset(rows, out, "sft")
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
@@ -385,15 +389,18 @@ def data_check(
     dataset: Annotated[Path, typer.Argument(help="JSONL file or datasets folder.")],
     splits: SplitsOpt = Path("data/splits.json"),
     split: Annotated[str, typer.Option(help="The only split allowed as a target.")] = "train",
+    allow_outside: Annotated[bool, typer.Option(help="Also accept targets that are allowed words outside the answer "
+                                                     "list (SFT games made with --wide-share).")] = False,
 ) -> None:
     """Fail loudly if any row targets an answer outside the allowed split (leakage), or is malformed."""
     from wordle_rl.data import Splits, check_leakage, validate_rows
 
     sp = _data_call(Splits.load, splits)
     rows = _load_rows(dataset)
-    _data_call(validate_rows, rows, str(dataset))
-    n = _data_call(check_leakage, rows, sp, str(dataset), split)
-    console.print(f"[green]ok[/]: {n} rows, every target in the {split} split")
+    _data_call(validate_rows, rows, str(dataset), allow_outside=allow_outside)
+    n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside)
+    extra = " or outside the answer list" if allow_outside else ""
+    console.print(f"[green]ok[/]: {n} rows, every target in the {split} split{extra}")
 
 
 @data_app.command("stats")

@@ -27,7 +27,7 @@ import numpy as np
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
 from wordle_rl.prompts import Knowledge, PromptStyle, format_answer, render_conversation
-from wordle_rl.solvers import SOLVERS, EntropySolver, entropies, make_solver
+from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
 __all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
@@ -160,6 +160,10 @@ class SftConfig:
                 "far in this data (ties at random): evens out how often each answer word is a trained output, so "
                 "held-out answers (never targets) are not rare outputs. Held-out answers won in free play track "
                 "that count (benchmarks/RESULTS.md)."})
+    wide_share: float = field(default=0.0, metadata={
+        "help": "Share of games whose target is an allowed guess word outside the answer list (so never a val or "
+                "test answer), played by the candidate solver with every allowed word as a possible answer: the "
+                "model must find words that fit the feedback instead of recalling the train answers."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
@@ -198,14 +202,30 @@ def _play_traced(answer: str, policy_turns, rng: random.Random, max_turns: int):
     return history, reasons
 
 
+def wide_solver(words: WordList) -> CandidateSolver:
+    """The candidate solver over a pool where every allowed word is a possible answer (for ``wide_share`` games)."""
+    pool = WordList(answers=words.allowed, allowed=words.allowed, length=words.length,
+                    name=f"{words.name}+allowed-as-answers")
+    return CandidateSolver(pool)
+
+
+def _check_share(name: str, value: float) -> None:
+    if not 0 <= value <= 1:
+        raise DataError(f"{name} must be between 0 and 1, got {value}")
+
+
 def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordList | None = None) -> list[dict]:
-    """Solver games on **train** answers only, rendered as TRL conversational ``messages`` rows."""
+    """Solver games rendered as TRL conversational ``messages`` rows.
+
+    Targets are **train** answers, or (``wide_share``) allowed words that are no answer at all; a val or test
+    answer is never a target.
+    """
     cfg = config or SftConfig()
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     mix = check_solver_mix(cfg.solver_mix)
-    if not 0 <= cfg.balance_share <= 1:
-        raise DataError(f"balance_share must be between 0 and 1, got {cfg.balance_share}")
+    _check_share("balance_share", cfg.balance_share)
+    _check_share("wide_share", cfg.wide_share)
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -214,14 +234,22 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     train = list(splits.train)
     if not train:
         raise DataError("the train split is empty")
+    outside = sorted(set(words.allowed) - set(words.answers))
+    if cfg.wide_share > 0 and not outside:
+        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
+    wide = wide_solver(words) if cfg.wide_share > 0 else None
     rows = []
     names, weights = list(mix), list(mix.values())
     written = np.zeros(len(words.answers), dtype=np.int64)  # trained outputs per answer word so far
     for i in range(cfg.games):
         rng = random.Random(f"{cfg.seed}:{i}")
-        answer = train[i % len(train)] if i < len(train) else rng.choice(train)
-        solver = solvers[rng.choices(names, weights)[0]]
-        balanced = cfg.balance_share > 0 and rng.random() < cfg.balance_share
+        is_wide = wide is not None and rng.random() < cfg.wide_share
+        if is_wide:
+            answer, solver, teacher = rng.choice(outside), wide, wide
+        else:
+            answer = train[i % len(train)] if i < len(train) else rng.choice(train)
+            solver, teacher = solvers[rng.choices(names, weights)[0]], entropy
+        balanced = not is_wide and cfg.balance_share > 0 and rng.random() < cfg.balance_share
         r = rng.random()
         first = None
         if solver.name == "search":  # the search solver plays clean games from its own opener
@@ -233,17 +261,18 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
                 first = ("opener", rng.choice(openers))  # the random solver never opens with a random word
             random_second = rng.random() < cfg.random_second_share
 
-        def policy(history, rng, first=first, random_second=random_second, solver=solver, balanced=balanced):
+        def policy(history, rng, first=first, random_second=random_second, solver=solver, balanced=balanced,
+                   teacher=teacher):
             if not history and first is not None:
-                return first[1], ("explore" if first[0] == "random_first" else "solver"), entropy
+                return first[1], ("explore" if first[0] == "random_first" else "solver"), teacher
             if len(history) == 1 and random_second:
-                cands = entropy.candidates(history)
-                return words.answers[int(cands[rng.randrange(len(cands))])], "explore", entropy
+                cands = teacher.candidates(history)
+                return teacher.words.answers[int(cands[rng.randrange(len(cands))])], "explore", teacher
             if history and balanced:
                 cands = entropy.candidates(history)
                 rarest = cands[written[cands] == written[cands].min()]
                 return words.answers[int(rarest[rng.randrange(len(rarest))])], "solver", entropy
-            return solver.guess(history, rng), "solver", entropy
+            return solver.guess(history, rng), "solver", teacher
 
         refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
         history, reasons = _play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
@@ -266,8 +295,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         if won:
             messages = messages[:-1]  # the conversation ends on the winning guess
         rows.append({
-            "messages": messages, "answer": answer, "split": "train",
-            "solver": "balanced" if balanced and len(played) > 1 else solver.name,
+            "messages": messages, "answer": answer, "split": "outside" if is_wide else "train",
+            "solver": "wide" if is_wide else "balanced" if balanced and len(played) > 1 else solver.name,
             "start": first[0] if first else "solver", "random_second": random_second, "refused_at": refuse_at,
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
@@ -395,8 +424,12 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return rows
 
 
-def validate_rows(rows: list[dict], source: str, words: WordList | None = None) -> None:
-    """Schema and word checks: every row needs an ``answer`` in the answer list and a well-formed history."""
+def validate_rows(rows: list[dict], source: str, words: WordList | None = None, allow_outside: bool = False) -> None:
+    """Schema and word checks: every row needs an ``answer`` in the answer list and a well-formed history.
+
+    ``allow_outside`` also accepts targets that are allowed words outside the answer list (SFT games made with
+    ``wide_share``; such rows are imitated, never played against the environment).
+    """
     words = words or load_word_lists()
     problems = []
     for k, row in enumerate(rows):
@@ -405,8 +438,9 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None) 
         if not isinstance(ans, str):
             problems.append(f"{where}: missing 'answer' (string)")
             continue
-        if not words.is_answer(ans):
-            problems.append(f"{where}: answer {ans!r} is not in the answer list")
+        if not (words.is_answer(ans) or (allow_outside and words.is_allowed(ans))):
+            problems.append(f"{where}: answer {ans!r} is not in the answer list"
+                            + (" nor the allowed list" if allow_outside else ""))
         hist = row.get("history", [])
         if not isinstance(hist, list):
             problems.append(f"{where}: 'history' must be a list of [guess, pattern]")
@@ -430,13 +464,18 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None) 
         raise DataError(f"{len(problems)} problem(s):\n" + "\n".join(problems[:50]))
 
 
-def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>", allowed_split: str = "train") -> int:
-    """Fail loudly if any row's target answer is outside ``allowed_split``; returns the number of rows checked."""
+def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>", allowed_split: str = "train",
+                  allow_outside: bool = False) -> int:
+    """Fail loudly if any row's target answer is outside ``allowed_split``; returns the number of rows checked.
+
+    ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so never a val or
+    test answer; check them with :func:`validate_rows`).
+    """
     bad = []
     for k, row in enumerate(rows):
         where = f"{source}:{row.get('_line', k + 1)}"
         split = splits.split_of(row.get("answer", ""))
-        if split != allowed_split:
+        if split != allowed_split and not (allow_outside and split is None):
             bad.append(f"{where}: target {row.get('answer')!r} is in the {split or 'no'} split")
     if bad:
         raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {allowed_split} split:\n"

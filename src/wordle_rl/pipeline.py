@@ -32,6 +32,8 @@ class DataSection:
         "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
     sft_balance_share: float = field(default=0.0, metadata={
         "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
+    sft_wide_share: float = field(default=0.0, metadata={
+        "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
@@ -288,8 +290,9 @@ class Runner:
         with self.console.status(f"playing {d.sft_games} solver games"):
             sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think,
                                                   solver_mix=parse_solver_mix(d.sft_solvers),
-                                                  balance_share=d.sft_balance_share))
-        check_leakage(sft_rows, sp, "sft")
+                                                  balance_share=d.sft_balance_share,
+                                                  wide_share=d.sft_wide_share))
+        check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
                                            depth_mix=parse_depth_mix(d.depth_mix)))
