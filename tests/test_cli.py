@@ -87,8 +87,8 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
 def test_data_sft_wide_games_and_check(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
-    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "24", "--no-think", "--wide-share", "0.5",
-                            "--out", str(out)])
+    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "24", "--no-think",
+                            "--wide-share", "0.5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
     assert r.exit_code != 0 and "not in the answer list" in r.output
