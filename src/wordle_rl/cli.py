@@ -330,7 +330,8 @@ def data_sft(
                                                    "possible answer.")] = 0.0,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
-    """Solver games on train answers as TRL conversational `messages` rows (JSONL + datasets)."""
+    """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
+    conversational `messages` rows (JSONL + datasets)."""
     from wordle_rl.data import SftConfig, Splits, generate_sft, parse_solver_mix, save_dataset
 
     sp = _data_call(Splits.load, splits)

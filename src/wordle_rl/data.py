@@ -234,10 +234,10 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     train = list(splits.train)
     if not train:
         raise DataError("the train split is empty")
-    outside = sorted(set(words.allowed) - set(words.answers))
+    outside = [w for w in words.allowed if not words.is_answer(w)] if cfg.wide_share > 0 else []
     if cfg.wide_share > 0 and not outside:
         raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
-    wide = wide_solver(words) if cfg.wide_share > 0 else None
+    wide = wide_solver(words) if outside else None
     rows = []
     names, weights = list(mix), list(mix.values())
     written = np.zeros(len(words.answers), dtype=np.int64)  # trained outputs per answer word so far
