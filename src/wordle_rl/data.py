@@ -283,9 +283,10 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             reasons.insert(refuse_at, ("refused", None))
         else:
             refuse_at = None
-        for turn, (reason, _) in zip(history, reasons):
-            if reason == "solver" and words.is_answer(turn[0]):
-                written[words.answer_index[turn[0]]] += 1
+        if cfg.balance_share > 0:  # only balanced games read the counts
+            for turn, (reason, _) in zip(history, reasons):
+                if reason == "solver" and words.is_answer(turn[0]):
+                    written[words.answer_index[turn[0]]] += 1
         thinks = [text for _, text in reasons] if style.uses_think else None
         messages = render_conversation(style, history, thinks=thinks)
         for k, (reason, _) in enumerate(reasons):
