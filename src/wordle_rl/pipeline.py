@@ -58,6 +58,8 @@ class TrainSection:
     temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
     eval_val_every: int = field(default=0, metadata={"help": "GRPO: win rate on 100 val answers every N steps."})
+    soft_target_weight: float = field(default=0.0, metadata={
+        "help": "SFT: weight of the soft letter targets (WordleSFTConfig.soft_target_weight; 0 for BPE tokenizers)."})
 
 
 @dataclass
@@ -78,7 +80,7 @@ class PipelineConfig:
     model: ModelSection = field(default_factory=ModelSection)
     sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=2200, batch_size=64,
                                                                    learning_rate=3e-3, save_steps=200,
-                                                                   time_budget_minutes=30))
+                                                                   time_budget_minutes=30, soft_target_weight=1.0))
     grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,
                                                                     temperature=0.7, save_steps=25,
                                                                     time_budget_minutes=40, eval_val_every=50))
@@ -98,7 +100,8 @@ PRESETS: dict[str, dict] = {
     "gpu-qwen3": {"name": "gpu-qwen3",
                   "data": {"sft_games": 20000, "rl_rows": 4000, "think": False},
                   "model": {"name": "Qwen/Qwen3-1.7B", "lora": True},
-                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None},
+                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None,
+                          "soft_target_weight": 0.0},  # Qwen's BPE spells words in chunks, not letters
                   "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5,
                            "time_budget_minutes": None},
                   "eval": {"batch_size": 64}},
@@ -327,7 +330,8 @@ class Runner:
                               per_device_train_batch_size=t.batch_size, learning_rate=t.learning_rate,
                               time_budget_minutes=t.time_budget_minutes, save_steps=t.save_steps,
                               threads=self.cfg.threads, seed=self.cfg.seed, lora=self.cfg.model.lora,
-                              train_sampling_strategy="group_by_length", disable_tqdm=False)
+                              soft_target_weight=t.soft_target_weight, train_sampling_strategy="group_by_length",
+                              disable_tqdm=False)
         run_sft(cfg, resume=self._resume(self.paths["sft"]))
 
     def stage_grpo(self):

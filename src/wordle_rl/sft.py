@@ -3,7 +3,11 @@
     wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 2200] [--resume]
 
 Loss is on assistant tokens only (``assistant_only_loss``; exploratory turns marked ``"train": false`` are
-context). The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
+context). With ``--soft_target_weight W`` (> 0) every guess letter also gets a soft target: the distribution of
+that letter over all answer words of the public list that fit the feedback so far and share the guess's prefix
+(:class:`SoftTargets`). The solver's one pick is the hard label; the soft target teaches the whole set of words
+that fit, including val/test words, which are never a game's target and so never the last, winning guess.
+The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
 (model, optimizer, scheduler, RNG) go to ``checkpoint-N`` and ``--resume`` continues from the last one.
 CPU by default here; CUDA with bf16 when present.
 """
@@ -13,14 +17,22 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+import torch
 from transformers import TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
+from wordle_rl.game import candidate_indices, pattern_matrix, str_to_pattern
 from wordle_rl.models import load_model, pick_device
+from wordle_rl.words import WordList, encode_words, load_word_lists
 
-__all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget"]
+__all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget", "SoftTargets", "SoftTargetCollator",
+           "WordleSFTTrainer", "trained_turns"]
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass
@@ -56,9 +68,16 @@ class WordleSFTConfig(SFTConfig):
                 "model's steps 1.18x slower (TRL turns it on by default; benchmarks/RESULTS.md)."})
     gradient_checkpointing: bool | None = field(default=None, metadata={
         "help": "Old name of activation_checkpointing; when given, it wins."})
+    soft_target_weight: float = field(default=0.0, metadata={
+        "help": "Weight of the soft-target loss (0: off): at every guess letter, cross-entropy against that letter's "
+                "distribution over the answer words (public list) that fit the feedback so far and share the "
+                "guess's prefix. Needs solver data (rows with 'history') and a tokenizer that spells a guess one "
+                "letter per token (the embedded default)."})
 
     def __post_init__(self) -> None:
         _resolve_defaults(self)
+        if self.soft_target_weight < 0:
+            raise ValueError(f"soft_target_weight must be >= 0, got {self.soft_target_weight}")
         super().__post_init__()
 
 
@@ -67,8 +86,6 @@ def _resolve_defaults(cfg) -> None:
 
     Also resolves activation checkpointing: the old name ``gradient_checkpointing`` wins when given.
     """
-    import torch
-
     if cfg.gradient_checkpointing is not None:
         cfg.activation_checkpointing = cfg.gradient_checkpointing
         cfg.gradient_checkpointing = None
@@ -96,24 +113,37 @@ class TimeBudget(TrainerCallback):
         return control
 
 
-def load_sft_dataset(path: str | Path):
-    """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``) or a JSONL."""
+def load_sft_dataset(path: str | Path, soft: bool = False):
+    """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``) or a JSONL.
+
+    ``soft=True`` also keeps ``history`` and adds ``soft_turns`` (:func:`trained_turns`) for the soft targets.
+    """
     from datasets import Dataset, load_from_disk
 
     from wordle_rl.data import DataError, read_jsonl
 
     p = Path(path)
+    keep = ("messages", "history", "refused_at")
     if p.is_dir() and (p / "hf").is_dir():
         ds = load_from_disk(str(p / "hf"))
     elif p.is_dir() and (p / "sft.jsonl").is_file():
-        ds = Dataset.from_list([{"messages": r["messages"]} for r in read_jsonl(p / "sft.jsonl")])
+        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(p / "sft.jsonl")])
     elif p.is_file():
-        ds = Dataset.from_list([{"messages": r["messages"]} for r in read_jsonl(p)])
+        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(p)])
     else:
         raise DataError(f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)")
     if "messages" not in ds.column_names:
         raise DataError(f"{p}: rows have no 'messages' column")
-    ds = ds.select_columns(["messages"])
+    if soft:
+        if "history" not in ds.column_names:
+            raise DataError(f"{p}: soft targets need solver games with a 'history' column "
+                            "(from `wordle-rl data sft`); these rows have none")
+        if "refused_at" not in ds.column_names:
+            ds = ds.add_column("refused_at", [None] * len(ds))
+        ds = ds.select_columns(["messages", "history", "refused_at"])
+        ds = ds.map(lambda row: {"soft_turns": trained_turns(row)}, remove_columns=["refused_at"])
+    else:
+        ds = ds.select_columns(["messages"])
     # a game won by its (exploratory, untrained) first move teaches nothing: drop it
     ds = ds.filter(lambda row: any(m["role"] == "assistant" and m.get("train") is not False
                                    for m in row["messages"]))
@@ -122,19 +152,176 @@ def load_sft_dataset(path: str | Path):
     return ds
 
 
+def trained_turns(row: dict) -> list[int]:
+    """For each imitated assistant message of a solver game, the index of its guess in ``row["history"]``.
+
+    The history holds the moves played; a refused move (``refused_at``, an index among the assistant messages)
+    is shown but not played, and moves marked ``"train": false`` are played but not imitated.
+
+    >>> msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant", "train": False}, {"role": "user"},
+    ...         {"role": "assistant"}, {"role": "user"}, {"role": "assistant", "train": False}, {"role": "user"},
+    ...         {"role": "assistant"}]
+    >>> trained_turns({"messages": msgs, "refused_at": 2})
+    [1, 2]
+    """
+    refused = row.get("refused_at")
+    out, played = [], 0
+    assistant = [m for m in row["messages"] if m["role"] == "assistant"]
+    for a, m in enumerate(assistant):
+        if a == refused:
+            continue
+        if m.get("train") is not False:
+            out.append(played)
+        played += 1
+    return out
+
+
+class SoftTargets:
+    """Letter distributions over the answer words that fit a game state (the public answer list).
+
+    >>> st = SoftTargets()
+    >>> dists = st.letter_distributions([("crane", "GGGGX")], "cranf")  # only CRANK fits
+    >>> [(j, LETTERS[int(d.argmax())], float(d.max())) for j, d in dists]
+    [(0, 'c', 1.0), (1, 'r', 1.0), (2, 'a', 1.0), (3, 'n', 1.0), (4, 'k', 1.0)]
+    >>> len(st.letter_distributions([], "zzzzz"))  # no answer starts with ZZ: nothing to say about letters 3-5
+    2
+    """
+
+    def __init__(self, words: WordList | None = None):
+        self.words = words or load_word_lists()
+        self.matrix = pattern_matrix(self.words)
+        self.codes = encode_words(self.words.answers)
+        self._cached = lru_cache(maxsize=4096)(self._distributions)  # the early, shared states
+
+    def letter_distributions(self, history, guess: str) -> list[tuple[int, np.ndarray]]:
+        """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers with ``guess[:j]``
+        as prefix whose letter ``j`` is ``l``; stops at the first prefix no fitting answer has."""
+        key = tuple((g, p if isinstance(p, str) else int(p)) for g, p in history)
+        return self._cached(key, guess)
+
+    def _distributions(self, history: tuple, guess: str) -> list[tuple[int, np.ndarray]]:
+        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
+        codes = self.codes[candidate_indices(self.words, hist, self.matrix)]
+        target = encode_words([guess])[0]
+        out = []
+        for j in range(len(target)):
+            if len(codes) == 0:
+                break
+            out.append((j, np.bincount(codes[:, j], minlength=26).astype(np.float32) / len(codes)))
+            codes = codes[codes[:, j] == target[j]]
+        return out
+
+
+class SoftTargetCollator:
+    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess letter) and
+    ``soft_probs`` (its 26-letter target) for the imitated guesses of each game."""
+
+    def __init__(self, base, tokenizer, targets: SoftTargets | None = None):
+        self.base = base
+        self.targets = targets or SoftTargets()
+        ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
+        spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
+        if tokenizer.unk_token_id in ids or spelled != ids_of("crane", ids):
+            raise ValueError("soft targets need a tokenizer that spells a guess one letter per token (the embedded "
+                             "default does; a BPE tokenizer such as Qwen's does not): set soft_target_weight=0")
+        self.letter_ids = ids
+
+    def __call__(self, examples: list[dict]) -> dict:
+        extras = [(ex.pop("history", None), ex.pop("soft_turns", None)) for ex in examples]
+        index, probs = [], []
+        for b, (ex, (history, turns)) in enumerate(zip(examples, extras)):
+            if not history or not turns:
+                continue
+            spans = _label_spans(ex["labels"])
+            if len(spans) != len(turns):
+                raise ValueError(f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in the "
+                                 "game's history (was the conversation truncated? raise max_length)")
+            for (start, end), k in zip(spans, turns):
+                guess = history[k][0]
+                at = _find_last(ex["input_ids"][start:end], ids_of(guess, self.letter_ids))
+                if at is None:
+                    raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
+                for j, p in self.targets.letter_distributions(history[:k], guess):
+                    index.append((b, start + at + j - 1))  # the logit one position before the letter predicts it
+                    probs.append(p)
+        batch = self.base(examples)
+        batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
+        batch["soft_probs"] = torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, 26)
+        return batch
+
+
+def ids_of(word: str, letter_ids: list[int]) -> list[int]:
+    return [letter_ids[ord(c) - ord("a")] for c in word]
+
+
+def _label_spans(labels: list[int]) -> list[tuple[int, int]]:
+    """``[(start, end)]`` of the runs of trained tokens (labels other than -100)."""
+    spans, start = [], None
+    for i, lab in enumerate(labels):
+        if lab != -100 and start is None:
+            start = i
+        elif lab == -100 and start is not None:
+            spans.append((start, i))
+            start = None
+    if start is not None:
+        spans.append((start, len(labels)))
+    return spans
+
+
+def _find_last(seq: list[int], sub: list[int]) -> int | None:
+    for i in range(len(seq) - len(sub), -1, -1):
+        if seq[i:i + len(sub)] == sub:
+            return i
+    return None
+
+
+class WordleSFTTrainer(SFTTrainer):
+    """``SFTTrainer`` plus the soft-target loss: ``loss = CE(hard labels) + w * CE(soft letter targets)``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.args.soft_target_weight > 0:
+            self.data_collator = SoftTargetCollator(self.data_collator, self.processing_class)
+
+    def _set_signature_columns_if_needed(self):
+        super()._set_signature_columns_if_needed()
+        if self.args.soft_target_weight > 0 and "soft_turns" not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, "history", "soft_turns"]
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
+        if soft_index is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train" if model.training else "eval"
+        labels = inputs["labels"][:, 1:]
+        out = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False)
+        logp = out.logits[:, :-1].float().log_softmax(-1)
+        mask = labels != -100
+        token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        n = mask.sum() if num_items_in_batch is None else num_items_in_batch
+        hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
+        letters = logp[soft_index[:, 0], soft_index[:, 1]][:, self.data_collator.letter_ids]
+        soft = -(soft_probs.to(letters) * letters).sum(-1).mean() if len(soft_index) else hard.new_zeros(())
+        loss = hard + self.args.soft_target_weight * soft
+        with torch.no_grad():
+            correct = ((logp.argmax(-1) == labels) & mask).sum()
+            self._metrics[mode]["mean_token_accuracy"].append((correct / mask.sum().clamp(min=1)).item())
+            self._metrics[mode]["hard_loss"].append(hard.item())
+            self._metrics[mode]["soft_loss"].append(soft.item())
+        return (loss, out) if return_outputs else loss
+
+
 def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
     """Train, save the final model + tokenizer to ``output_dir``, and return that path."""
-    import torch
-
     torch.set_num_threads(cfg.threads)
     device = pick_device("auto")
     model, tok = load_model(cfg.model, device=device, lora=cfg.lora, threads=cfg.threads)
-    dataset = load_sft_dataset(cfg.data)
+    dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_sft_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok, callbacks=callbacks)
+    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok, callbacks=callbacks)
     return train_and_save(trainer, tok, out, resume, "sft")
 
 
