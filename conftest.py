@@ -1,10 +1,11 @@
-"""Shared fixtures: a private cache directory, the canonical word lists and their pattern matrix."""
+"""Shared fixtures: a private cache directory, the canonical word lists, their pattern matrix, a micro model."""
 
 import os
 
 import pytest
 
 from wordle_rl.game import pattern_matrix
+from wordle_rl.models import init_model
 from wordle_rl.words import load_word_lists
 
 
@@ -27,3 +28,9 @@ def words():
 @pytest.fixture(scope="session")
 def matrix(words):
     return pattern_matrix(words)
+
+
+@pytest.fixture(scope="session")
+def micro(tmp_path_factory):
+    """A real (untrained) embedded model of the ``micro`` preset, saved with ``save_pretrained``."""
+    return init_model(tmp_path_factory.mktemp("models") / "micro", "micro", seed=0)

@@ -7,16 +7,11 @@ import torch
 
 from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
 from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, SolverPolicy, metrics, run_eval, wilson
-from wordle_rl.models import build_tokenizer, init_model, load_model
+from wordle_rl.models import build_tokenizer, load_model
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.solvers import EntropySolver
 
 NT = PromptStyle("xml", think=False)
-
-
-@pytest.fixture(scope="module")
-def micro(tmp_path_factory):
-    return init_model(tmp_path_factory.mktemp("models") / "micro", "micro", seed=0)
 
 
 @pytest.fixture(scope="module")

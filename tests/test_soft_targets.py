@@ -8,13 +8,8 @@ import pytest
 
 from wordle_rl.data import DataError, SftConfig, generate_sft, make_splits, save_dataset, write_jsonl
 from wordle_rl.game import pattern_to_str, score
-from wordle_rl.models import init_model, load_model
+from wordle_rl.models import load_model
 from wordle_rl.sft import LETTERS, SoftTargets, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset, run_sft
-
-
-@pytest.fixture(scope="module")
-def micro(tmp_path_factory):
-    return init_model(tmp_path_factory.mktemp("models") / "micro", "micro", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +96,18 @@ def test_soft_targets_need_games_with_a_history(tmp_path):
         load_sft_dataset(tmp_path / "plain.jsonl", soft=True)
     with pytest.raises(ValueError, match="soft_target_weight"):
         WordleSFTConfig(output_dir=str(tmp_path), soft_target_weight=-1)
+
+
+def test_a_tokenizer_that_merges_letters_is_refused(words):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from wordle_rl.sft import SoftTargetCollator
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.train_from_iterator(list(words.answers) * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
+    assert len(tok("crane", add_special_tokens=False)["input_ids"]) < 5  # merged: not one token a letter
+    with pytest.raises(ValueError, match="one letter per token"):
+        SoftTargetCollator(base=None, tokenizer=tok, targets=SoftTargets(words))
