@@ -1,6 +1,6 @@
 """Supervised fine-tuning on solver (or teacher) conversations with TRL's ``SFTTrainer``.
 
-    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 2200] [--resume]
+    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft [--max-steps 4000] [--resume]
 
 Loss is on assistant tokens only (``assistant_only_loss``; exploratory turns marked ``"train": false`` are
 context). With ``--soft_target_weight W`` (> 0) every guess letter also gets a soft target: the distribution of
@@ -221,7 +221,7 @@ class SoftTargetCollator:
         self.targets = targets or SoftTargets()
         ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
         spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
-        if tokenizer.unk_token_id in ids or spelled != ids_of("crane", ids):
+        if tokenizer.unk_token_id in ids or spelled != _ids_of("crane", ids):
             raise ValueError("soft targets need a tokenizer that spells a guess one letter per token (the embedded "
                              "default does; a BPE tokenizer such as Qwen's does not): set soft_target_weight=0")
         self.letter_ids = ids
@@ -238,7 +238,7 @@ class SoftTargetCollator:
                                  "game's history (was the conversation truncated? raise max_length)")
             for (start, end), k in zip(spans, turns):
                 guess = history[k][0]
-                at = _find_last(ex["input_ids"][start:end], ids_of(guess, self.letter_ids))
+                at = _find_last(ex["input_ids"][start:end], _ids_of(guess, self.letter_ids))
                 if at is None:
                     raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
                 for j, p in self.targets.letter_distributions(history[:k], guess):
@@ -250,7 +250,7 @@ class SoftTargetCollator:
         return batch
 
 
-def ids_of(word: str, letter_ids: list[int]) -> list[int]:
+def _ids_of(word: str, letter_ids: list[int]) -> list[int]:
     return [letter_ids[ord(c) - ord("a")] for c in word]
 
 
@@ -302,7 +302,13 @@ class WordleSFTTrainer(SFTTrainer):
         hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
         letters = logp[soft_index[:, 0], soft_index[:, 1]][:, self.data_collator.letter_ids]
         soft = -(soft_probs.to(letters) * letters).sum(-1).mean() if len(soft_index) else hard.new_zeros(())
-        loss = hard + self.args.soft_target_weight * soft
+        # the hard part is already a share of all micro-batches' tokens; the soft mean is per micro-batch, so it is
+        # divided by the accumulation steps whenever the Trainer will not do it
+        scaled = getattr(self, "loss_is_scaled_for_ga", None)
+        if scaled is None:
+            scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
+        steps = self.current_gradient_accumulation_steps if scaled and model.training else 1
+        loss = hard + self.args.soft_target_weight * soft / steps
         with torch.no_grad():
             correct = ((logp.argmax(-1) == labels) & mask).sum()
             self._metrics[mode]["mean_token_accuracy"].append((correct / mask.sum().clamp(min=1)).item())
