@@ -124,12 +124,11 @@ def load_sft_dataset(path: str | Path, soft: bool = False):
 
     p = Path(path)
     keep = ("messages", "history", "refused_at")
+    jsonl = p / "sft.jsonl" if p.is_dir() else p
     if p.is_dir() and (p / "hf").is_dir():
         ds = load_from_disk(str(p / "hf"))
-    elif p.is_dir() and (p / "sft.jsonl").is_file():
-        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(p / "sft.jsonl")])
-    elif p.is_file():
-        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(p)])
+    elif jsonl.is_file():
+        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(jsonl)])
     else:
         raise DataError(f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)")
     if "messages" not in ds.column_names:
@@ -138,10 +137,9 @@ def load_sft_dataset(path: str | Path, soft: bool = False):
         if "history" not in ds.column_names:
             raise DataError(f"{p}: soft targets need solver games with a 'history' column "
                             "(from `wordle-rl data sft`); these rows have none")
-        if "refused_at" not in ds.column_names:
-            ds = ds.add_column("refused_at", [None] * len(ds))
-        ds = ds.select_columns(["messages", "history", "refused_at"])
-        ds = ds.map(lambda row: {"soft_turns": trained_turns(row)}, remove_columns=["refused_at"])
+        ds = ds.select_columns([c for c in keep if c in ds.column_names])
+        drop = ["refused_at"] if "refused_at" in ds.column_names else []
+        ds = ds.map(lambda row: {"soft_turns": trained_turns(row)}, remove_columns=drop)
     else:
         ds = ds.select_columns(["messages"])
     # a game won by its (exploratory, untrained) first move teaches nothing: drop it
