@@ -268,3 +268,36 @@ def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits
         check_leakage(leaked, splits, allow_outside=True)
     with pytest.raises(DataError, match="wide_share"):
         generate_sft(splits, SftConfig(games=2, wide_share=-0.1), words)
+
+
+def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):
+    from wordle_rl.env import WordleEnv
+    from wordle_rl.grpo import load_rl_rows
+
+    cfg = RlConfig(rows=60, seed=3, think=False, wide_share=0.5, depth_mix={0: 0.3, 2: 0.7})
+    rows = generate_rl(splits, cfg, words)
+    wide = [r for r in rows if r["split"] == "outside"]
+    assert 15 < len(wide) < 45
+    for r in rows:
+        if r["split"] == "outside":
+            assert words.is_allowed(r["answer"]) and not words.is_answer(r["answer"])
+        else:
+            assert splits.split_of(r["answer"]) == "train"
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        assert all(score(g, r["answer"]) == p and g != r["answer"] for g, p in hist)
+    write_jsonl(rows, tmp_path / "rl.jsonl")
+    splits.save(tmp_path / "splits.json")
+    assert len(load_rl_rows(tmp_path / "rl.jsonl", tmp_path / "splits.json")) == len(rows)
+    write_jsonl(rows + [dict(rows[0], answer=splits.val[0], history=[])], tmp_path / "leak.jsonl")
+    with pytest.raises(DataError, match="val split"):
+        load_rl_rows(tmp_path / "leak.jsonl", tmp_path / "splits.json")
+    r = next(w for w in wide if len(w["history"]) == 2)  # a game on an outside word plays to the end
+    env = WordleEnv(words=words)
+    env.reset(answer=r["answer"], history=[tuple(h) for h in r["history"]])
+    played = {g for g, _ in r["history"]} | {r["answer"]}
+    for g in [w for w in ("zonal", "pithy") if w not in played] + [r["answer"]]:
+        step = env.step(f"<guess>{g}</guess>")
+        assert all(math.isfinite(v) for v in step.info["components"].values())
+    assert step.done and env.won and step.info["components"]["win"] > 0
+    with pytest.raises(DataError, match="wide_share"):
+        generate_rl(splits, RlConfig(rows=2, wide_share=1.5), words)

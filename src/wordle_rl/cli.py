@@ -354,6 +354,8 @@ def data_rl(
     depth_mix: Annotated[str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")] =
     "0:0.4,1:0.3,2:0.2,3:0.1",
     random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] = 0.0,
+    wide_share: Annotated[float, typer.Option(help="Share of rows whose target is an allowed word outside the "
+                                                   "answer list (never a val/test answer).")] = 0.0,
     style: StyleOpt = "xml",
     think: ThinkOpt = True,
     out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
@@ -363,8 +365,8 @@ def data_rl(
 
     sp = _data_call(Splits.load, splits)
     mix = _data_call(parse_depth_mix, depth_mix)
-    cfg = RlConfig(rows=rows, seed=seed, split=split, depth_mix=mix, random_move_share=random_moves, style=style,
-                   think=think)
+    cfg = RlConfig(rows=rows, seed=seed, split=split, depth_mix=mix, random_move_share=random_moves,
+                   wide_share=wide_share, style=style, think=think)
     data = _data_call(generate_rl, sp, cfg)
     path = save_dataset(data, out, "rl")
     console.print(f"{len(data)} prompts -> {path} and {out / 'hf'}")

@@ -317,6 +317,10 @@ class RlConfig:
         "help": "Probability of each history depth (earlier turns already played), 0-4."})
     random_move_share: float = field(default=0.0, metadata={
         "help": "Share of history moves that are random candidates instead of solver moves (mixed histories)."})
+    wide_share: float = field(default=0.0, metadata={
+        "help": "Share of rows whose target is an allowed word outside the answer list (never a val or test "
+                "answer; histories from the candidate solver over every allowed word): games on words the model "
+                "was never taught as answers, like the held-out ones."})
     style: str = field(default="xml", metadata={"help": "Prompt style for the rendered prompt."})
     think: bool = field(default=True, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
@@ -365,33 +369,44 @@ def parse_depth_mix(text: str) -> dict[int, float]:
 
 
 def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList | None = None) -> list[dict]:
-    """RL prompt rows: an answer of the chosen split and 0-4 earlier turns (never already solved)."""
+    """RL prompt rows: an answer of the chosen split (or, ``wide_share``, an allowed word outside the answer list)
+    and 0-4 earlier turns (never already solved)."""
     cfg = config or RlConfig()
     words = words or load_word_lists()
     answers = {"train": splits.train, "val": splits.val, "test": splits.test}.get(cfg.split)
     if answers is None or not answers:
         raise DataError(f"split {cfg.split!r} is unknown or empty")
     mix = check_depth_mix(cfg.depth_mix)
+    _check_share("wide_share", cfg.wide_share)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
-    solver = EntropySolver(words)
+    entropy = EntropySolver(words)
+    outside = [w for w in words.allowed if not words.is_answer(w)] if cfg.wide_share > 0 else []
+    if cfg.wide_share > 0 and not outside:
+        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
+    wide = wide_solver(words) if outside else None
     rows = []
     depths, weights = list(mix), list(mix.values())
     for i in range(cfg.rows):
         rng = random.Random(f"rl:{cfg.seed}:{i}")
-        answer = answers[i % len(answers)] if i < len(answers) else rng.choice(answers)
+        is_wide = wide is not None and rng.random() < cfg.wide_share
+        if is_wide:
+            answer, solver, pool = rng.choice(outside), wide, words.allowed
+        else:
+            answer = answers[i % len(answers)] if i < len(answers) else rng.choice(answers)
+            solver, pool = entropy, words.answers
         depth = rng.choices(depths, weights)[0]
         history: list[tuple[str, int]] = []
         for _ in range(depth):
             if history and rng.random() < cfg.random_move_share:
                 cands = solver.candidates(history)
-                guess = words.answers[int(cands[rng.randrange(len(cands))])]
+                guess = pool[int(cands[rng.randrange(len(cands))])]
             else:
                 guess = solver.guess(history)
             if guess == answer:
                 break  # a history never contains the win
             history.append((guess, score(guess, answer)))
         prompt = render_conversation(style, history)
-        rows.append({"answer": answer, "split": cfg.split, "depth": len(history),
+        rows.append({"answer": answer, "split": "outside" if is_wide else cfg.split, "depth": len(history),
                      "history": [[g, pattern_to_str(p, words.length)] for g, p in history], "prompt": prompt})
     return rows
 

@@ -75,7 +75,8 @@ class WordleGRPOConfig(GRPOConfig):
         "help": "Old name of activation_checkpointing; when given, it wins."})
     eval_val_every: int = field(default=0, metadata={"help": "Evaluate on the val split every N steps (0 = off)."})
     eval_val_games: int = field(default=100, metadata={"help": "Val answers per evaluation."})
-    splits: str = field(default="data/splits.json", metadata={"help": "Splits file (for val evaluation)."})
+    splits: str = field(default="data/splits.json", metadata={
+        "help": "Splits file: val evaluation, and (when it exists) the check that no RL target is a val/test answer."})
 
     def __post_init__(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:
@@ -96,15 +97,21 @@ class WordleGRPOConfig(GRPOConfig):
         super().__post_init__()
 
 
-def load_rl_rows(path: str | Path) -> list[dict]:
-    from wordle_rl.data import DataError, read_jsonl, validate_rows
+def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dict]:
+    """RL prompt rows, checked: schema and words, and (given a splits file) no val or test answer as a target.
+
+    Targets outside the answer list (``wordle-rl data rl --wide-share``) are accepted: they are no split's answer.
+    """
+    from wordle_rl.data import DataError, Splits, check_leakage, read_jsonl, validate_rows
 
     p = Path(path)
     f = p / "rl.jsonl" if p.is_dir() else p
     if not f.is_file():
         raise DataError(f"{p}: no RL prompts here (make them with `wordle-rl data rl`)")
     rows = read_jsonl(f)
-    validate_rows(rows, str(f))
+    validate_rows(rows, str(f), allow_outside=True)
+    if splits is not None:
+        check_leakage(rows, Splits.load(splits), str(f), allow_outside=True)
     return rows
 
 
@@ -366,7 +373,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
 
     torch.set_num_threads(cfg.threads)
     model, tok = load_model(cfg.model, threads=cfg.threads)
-    rows = load_rl_rows(cfg.data)
+    rows = load_rl_rows(cfg.data, cfg.splits if Path(cfg.splits).is_file() else None)
     prompts = []
     for i, r in enumerate(rows):
         p = [dict(m) for m in r["prompt"]]

@@ -51,7 +51,7 @@ class WordleSFTConfig(SFTConfig):
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Warm-up share of steps."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
-    per_device_train_batch_size: int = field(default=64, metadata={"help": "Conversations per step."})
+    per_device_train_batch_size: int = field(default=32, metadata={"help": "Conversations per step."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (max_steps wins when set)."})
     max_length: int | None = field(default=1024, metadata={"help": "Longest conversation in tokens (none cut)."})
     train_sampling_strategy: str = field(default="group_by_length", metadata={
