@@ -209,6 +209,17 @@ def wide_solver(words: WordList) -> CandidateSolver:
     return CandidateSolver(pool)
 
 
+def _outside_targets(words: WordList, wide_share: float) -> tuple[list[str], CandidateSolver | None]:
+    """For ``wide_share`` > 0: the allowed words outside the answer list and the solver that plays them."""
+    _check_share("wide_share", wide_share)
+    if wide_share == 0:
+        return [], None
+    outside = [w for w in words.allowed if not words.is_answer(w)]
+    if not outside:
+        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
+    return outside, wide_solver(words)
+
+
 def _check_share(name: str, value: float) -> None:
     if not 0 <= value <= 1:
         raise DataError(f"{name} must be between 0 and 1, got {value}")
@@ -225,7 +236,6 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     mix = check_solver_mix(cfg.solver_mix)
     _check_share("balance_share", cfg.balance_share)
-    _check_share("wide_share", cfg.wide_share)
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -234,10 +244,7 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     train = list(splits.train)
     if not train:
         raise DataError("the train split is empty")
-    outside = [w for w in words.allowed if not words.is_answer(w)] if cfg.wide_share > 0 else []
-    if cfg.wide_share > 0 and not outside:
-        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
-    wide = wide_solver(words) if outside else None
+    outside, wide = _outside_targets(words, cfg.wide_share)
     rows = []
     names, weights = list(mix), list(mix.values())
     written = np.zeros(len(words.answers), dtype=np.int64)  # trained outputs per answer word so far
@@ -377,13 +384,9 @@ def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList 
     if answers is None or not answers:
         raise DataError(f"split {cfg.split!r} is unknown or empty")
     mix = check_depth_mix(cfg.depth_mix)
-    _check_share("wide_share", cfg.wide_share)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     entropy = EntropySolver(words)
-    outside = [w for w in words.allowed if not words.is_answer(w)] if cfg.wide_share > 0 else []
-    if cfg.wide_share > 0 and not outside:
-        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
-    wide = wide_solver(words) if outside else None
+    outside, wide = _outside_targets(words, cfg.wide_share)
     rows = []
     depths, weights = list(mix), list(mix.values())
     for i in range(cfg.rows):
