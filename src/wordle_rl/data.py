@@ -446,8 +446,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
 def validate_rows(rows: list[dict], source: str, words: WordList | None = None, allow_outside: bool = False) -> None:
     """Schema and word checks: every row needs an ``answer`` in the answer list and a well-formed history.
 
-    ``allow_outside`` also accepts targets that are allowed words outside the answer list (SFT games made with
-    ``wide_share``; such rows are imitated, never played against the environment).
+    ``allow_outside`` also accepts targets that are allowed words outside the answer list (SFT games and RL rows
+    made with ``wide_share``; no split's answer, so never a val or test answer).
     """
     words = words or load_word_lists()
     problems = []
