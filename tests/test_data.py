@@ -20,7 +20,7 @@ from wordle_rl.data import (
     validate_rows,
     write_jsonl,
 )
-from wordle_rl.game import score, str_to_pattern
+from wordle_rl.game import candidate_indices, score, str_to_pattern
 from wordle_rl.prompts import Knowledge
 
 
@@ -268,6 +268,30 @@ def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits
         check_leakage(leaked, splits, allow_outside=True)
     with pytest.raises(DataError, match="wide_share"):
         generate_sft(splits, SftConfig(games=2, wide_share=-0.1), words)
+
+
+def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(splits, words):
+    """With ``wide_answers_first`` a game on an outside word imitates fitting answer words as long as one fits, so
+    the hard labels agree with the soft letter targets; then the solver over every allowed word finishes it."""
+    rows = generate_sft(splits, SftConfig(games=120, seed=2, think=False, wide_share=0.5, wide_answers_first=True,
+                                          random_first_share=0.0, random_second_share=0.0), words)
+    wide = [r for r in rows if r["solver"] == "wide"]
+    assert len(wide) > 30
+    answer_guesses = outside_guesses = 0
+    for r in wide:
+        assert r["split"] == "outside" and not words.is_answer(r["answer"])
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        for k in range(1, len(hist)):
+            fits_any_answer = len(candidate_indices(words, hist[:k])) > 0
+            guess = hist[k][0]
+            assert all(score(g, guess) == p for g, p in hist[:k])  # always a word that fits the feedback
+            if fits_any_answer:
+                assert words.is_answer(guess)
+                answer_guesses += 1
+            elif guess != r["answer"]:
+                outside_guesses += 1
+    assert answer_guesses > 20 and outside_guesses > 0
+    assert sum(r["won"] for r in wide) > 0.6 * len(wide)
 
 
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):

@@ -36,6 +36,38 @@ def test_num_generations_below_two_is_refused():
         WordleGRPOConfig(num_generations=1, output_dir="unused")
 
 
+def _check_episode(tok, g):
+    """The episode alternates the model's turns (mask 1) and environment tokens (mask 0) that re-render the chat."""
+    ids, mask = g["completion_ids"], g["env_mask"]
+    assert len(ids) == len(mask) and mask[0] == 1  # starts with the model
+    runs, cur = [], [mask[0], []]
+    for i, m in zip(ids, mask):
+        if m != cur[0]:
+            runs.append(cur)
+            cur = [m, []]
+        cur[1].append(i)
+    runs.append(cur)
+    for m, run in runs:
+        text = tok.decode(run)
+        if m:  # the model's own tokens: one turn, never a chat-structure token
+            assert "<|im_start|>" not in text and text.count("<|im_end|>") <= 1
+        else:  # environment tokens: a forced close, or feedback up to the next assistant header
+            assert text == "<|im_end|>" or text.startswith(("<|im_end|><|im_start|>user\n", "<|im_start|>user\n"))
+            assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
+    assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
+    full = tok.decode(g["prompt_ids"] + g["completion_ids"])  # model and env tokens re-render the conversation
+    assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
+
+
+def _fresh_logprobs(model, g):
+    """Log-probabilities of the game's own tokens from one unpadded forward pass of the whole episode."""
+    ids = torch.tensor([g["prompt_ids"] + g["completion_ids"]])
+    with torch.no_grad():
+        lp = model(input_ids=ids).logits[0].float().log_softmax(-1)
+    n = len(g["prompt_ids"])
+    return [lp[n + k - 1, t].item() for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"])) if m]
+
+
 def test_rollout_masks_env_tokens_and_reports_games(setup):
     root, model_path = setup
     model, tok = load_model(str(model_path), threads=1)
@@ -46,26 +78,7 @@ def test_rollout_masks_env_tokens_and_reports_games(setup):
     games = ro.play(model, [0, 0, 1, 1])
     assert len(games) == 4
     for g in games:
-        ids, mask = g["completion_ids"], g["env_mask"]
-        assert len(ids) == len(mask) and mask[0] == 1  # starts with the model
-        runs, cur = [], [mask[0], []]
-        for i, m in zip(ids, mask):
-            if m != cur[0]:
-                runs.append(cur)
-                cur = [m, []]
-            cur[1].append(i)
-        runs.append(cur)
-        for m, run in runs:
-            text = tok.decode(run)
-            if m:  # the model's own tokens: one turn, never a chat-structure token
-                assert "<|im_start|>" not in text and text.count("<|im_end|>") <= 1
-            else:  # environment tokens: a forced close, or feedback up to the next assistant header
-                assert text == "<|im_end|>" or text.startswith(("<|im_end|><|im_start|>user\n", "<|im_start|>user\n"))
-                assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
-        assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
-    # model and env tokens together re-render the conversation exactly
-    full = tok.decode(games[0]["prompt_ids"] + games[0]["completion_ids"])
-    assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
+        _check_episode(tok, g)
 
 
 def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(setup):
@@ -82,13 +95,67 @@ def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(setup):
     assert len({g["turns"] for g in games}) > 1 or len({len(g["completion_ids"]) for g in games}) > 1
     model.eval()
     for g in games:
-        ids = torch.tensor([g["prompt_ids"] + g["completion_ids"]])
-        with torch.no_grad():
-            lp = model(input_ids=ids).logits[0].float().log_softmax(-1)
-        n = len(g["prompt_ids"])
-        fresh = [lp[n + k - 1, t].item() for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"])) if m]
-        assert len(fresh) == len(g["logprobs"])
-        assert max(abs(a - b) for a, b in zip(fresh, g["logprobs"])) < 1e-3
+        assert len(g["logprobs"]) == len(g["completion_ids"])  # aligned, 0 for environment tokens
+        own = [lp for lp, m in zip(g["logprobs"], g["env_mask"]) if m]
+        assert max(abs(a - b) for a, b in zip(_fresh_logprobs(model, g), own, strict=True)) < 1e-3
+
+
+class TransformersTurns:
+    """TRL's ``VLLMGeneration.generate`` interface served by transformers (vLLM itself needs CUDA), so the vLLM
+    turn loop of the rollout runs here: full token prompts in, sampled completions and their log-probs out."""
+
+    def __init__(self, model, tok, max_tokens):
+        self.model, self.tok, self.max_tokens, self.calls = model, tok, max_tokens, 0
+
+    def generate(self, prompts, images, num_generations):
+        assert images is None and num_generations == 1
+        self.calls += 1
+        completions, logprobs = [], []
+        for p in prompts:
+            with torch.no_grad():
+                out = self.model.generate(input_ids=torch.tensor([p]), do_sample=True, top_k=0, top_p=1.0,
+                                          max_new_tokens=self.max_tokens, eos_token_id=self.tok.eos_token_id,
+                                          pad_token_id=self.tok.pad_token_id, return_dict_in_generate=True,
+                                          output_logits=True)
+            new = out.sequences[0, len(p):]
+            lp = torch.stack(out.logits, 1)[0].float().log_softmax(-1).gather(1, new[:, None])[:, 0]
+            completions.append(new.tolist())
+            logprobs.append([[x] for x in lp.tolist()])
+        return prompts, completions, logprobs, None
+
+
+def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(setup):
+    """The vLLM path (whole conversation re-sent each turn) yields episodes of the same shape, and its per-token
+    log-probabilities line up with the completion tokens for TRL's importance-sampling correction."""
+    root, model_path = setup
+    model, tok = load_model(str(model_path), threads=1)
+    model.eval()
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "v"),
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=10)
+    ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
+    gen = TransformersTurns(model, tok, max_tokens=10)
+    torch.manual_seed(0)
+    from transformers import TrainerState
+
+    class T:  # the trainer attributes the rollout reads
+        pass
+
+    t = T()
+    t.model, t.state, t.use_vllm, t.vllm_generation = model, TrainerState(), True, gen
+    out = ro([[{"role": "system", "content": "", "wordle_row": r}] for r in (0, 0, 1, 1)], t)
+    assert 1 <= gen.calls <= cfg.max_turns and len(out["completion_ids"]) == 4
+    for k in range(4):
+        g = {key: out[key][k] for key in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
+        g |= {"turns": out["turns"][k], "errors": [], "components": {"win": 0, "format": 0, "invalid": 0}}
+        _check_episode(tok, g)
+        assert len(g["logprobs"]) == len(g["completion_ids"])
+        own = [lp for lp, m in zip(g["logprobs"], g["env_mask"]) if m]
+        assert max(abs(a - b) for a, b in zip(_fresh_logprobs(model, g), own, strict=True)) < 1e-3
+
+
+def test_vllm_without_cuda_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="use_vllm needs a CUDA GPU"):
+        WordleGRPOConfig(use_vllm=True, output_dir="unused")
 
 
 def test_zero_spread_group_is_reported(setup):

@@ -32,6 +32,18 @@ def test_presets_and_config_errors(tmp_path):
         load_config(str(tmp_path / "missing.toml"))
 
 
+def test_gpu_preset_without_cuda_or_vllm_stops_before_any_stage(tmp_path):
+    from wordle_rl.grpo import vllm_missing
+
+    if vllm_missing() is None:
+        pytest.skip("this machine can run vLLM rollouts")
+    cfg = load_config("gpu-qwen3")
+    assert cfg.grpo.use_vllm
+    with pytest.raises(ConfigError, match=r"grpo.use_vllm: use_vllm needs a CUDA GPU"):
+        run_pipeline(cfg, tmp_path / "run", Console(file=open(tmp_path / "log.txt", "w")))
+    assert not (tmp_path / "run" / "data").exists() and not (tmp_path / "run" / "sft").exists()
+
+
 def test_quick_pipeline_end_to_end(tmp_path):
     out = tmp_path / "run"
     console = Console(file=open(tmp_path / "log.txt", "w"), width=120)

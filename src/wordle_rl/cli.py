@@ -328,6 +328,8 @@ def data_sft(
     wide_share: Annotated[float, typer.Option(help="Share of games whose target is an allowed word outside the "
                                                    "answer list (never a val/test answer), every allowed word a "
                                                    "possible answer.")] = 0.0,
+    wide_answers_first: Annotated[bool, typer.Option(help="Wide games guess fitting answer words (the solver mix) "
+                                                          "while any fits; then every allowed word.")] = False,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
@@ -340,7 +342,8 @@ def data_sft(
     with console.status(f"playing {games} solver games"):
         rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
                                                       solver_mix=mix, balance_share=balance_share,
-                                                      wide_share=wide_share))
+                                                      wide_share=wide_share,
+                                                      wide_answers_first=wide_answers_first))
     path = save_dataset(rows, out, "sft")
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 

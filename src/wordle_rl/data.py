@@ -164,6 +164,11 @@ class SftConfig:
         "help": "Share of games whose target is an allowed guess word outside the answer list (so never a val or "
                 "test answer), played by the candidate solver with every allowed word as a possible answer: the "
                 "model must find words that fit the feedback instead of recalling the train answers."})
+    wide_answers_first: bool = field(default=False, metadata={
+        "help": "wide_share games are played by the solver mix, like the others, while an answer word still fits "
+                "the feedback, and only then by the solver over every allowed word: imitated guesses then agree "
+                "with the soft letter targets (fitting answer words), and the states are new ones, where the "
+                "fitting answers may all be held-out words (never a target)."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
@@ -251,8 +256,11 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     for i in range(cfg.games):
         rng = random.Random(f"{cfg.seed}:{i}")
         is_wide = wide is not None and rng.random() < cfg.wide_share
-        if is_wide:
+        if is_wide and not cfg.wide_answers_first:
             answer, solver, teacher = rng.choice(outside), wide, wide
+        elif is_wide:
+            answer = rng.choice(outside)
+            solver, teacher = solvers[rng.choices(names, weights)[0]], entropy
         else:
             answer = train[i % len(train)] if i < len(train) else rng.choice(train)
             solver, teacher = solvers[rng.choices(names, weights)[0]], entropy
@@ -269,7 +277,9 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             random_second = rng.random() < cfg.random_second_share
 
         def policy(history, rng, first=first, random_second=random_second, solver=solver, balanced=balanced,
-                   teacher=teacher):
+                   teacher=teacher, is_wide=is_wide):
+            if is_wide and history and solver is not wide and len(entropy.candidates(history)) == 0:
+                solver = teacher = wide  # no answer word fits any more: the solver over every allowed word finishes
             if not history and first is not None:
                 return first[1], ("explore" if first[0] == "random_first" else "solver"), teacher
             if len(history) == 1 and random_second:

@@ -28,7 +28,7 @@ from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.rewards import COMPONENTS, RewardContext, RewardCurriculum, RewardWeights, combine, make_reward_funcs
 
-__all__ = ["WordleGRPOConfig", "WordleRollout", "run_grpo", "load_rl_rows"]
+__all__ = ["WordleGRPOConfig", "WordleRollout", "run_grpo", "load_rl_rows", "vllm_missing"]
 
 ROW_KEY = "wordle_row"
 
@@ -83,18 +83,39 @@ class WordleGRPOConfig(GRPOConfig):
             raise ValueError("num_generations must be at least 2: GRPO compares games within a group, and a group "
                              "of one has no relative advantage to learn from")
         if getattr(self, "use_vllm", False):
-            import importlib.util
-
-            import torch
-
-            if not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
-                raise ValueError("use_vllm needs a CUDA GPU and `pip install 'wordle-rl[gpu]'` (vLLM 0.22-0.31)")
-            raise ValueError("use_vllm: the whole-game rollout generates with the trained model itself; vLLM "
-                             "generation inside the multi-turn rollout is not wired in yet, so leave use_vllm off")
+            _check_vllm(self)
         from wordle_rl.sft import _resolve_defaults
 
         _resolve_defaults(self)
         super().__post_init__()
+
+
+def vllm_missing() -> str | None:
+    """Why vLLM rollouts cannot run on this machine (``None`` when they can)."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
+        return ("use_vllm needs a CUDA GPU and `pip install 'wordle-rl[gpu]'` (vLLM 0.22-0.31); without them "
+                "leave use_vllm off and the rollout generates with the trained model")
+    return None
+
+
+def _check_vllm(cfg: WordleGRPOConfig) -> None:
+    """vLLM rollouts need CUDA and vLLM; each turn is one vLLM call capped at ``max_turn_tokens`` new tokens."""
+    import os
+
+    missing = vllm_missing()
+    if missing:
+        raise ValueError(missing)
+    if cfg.vllm_mode == "server" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("use_vllm with vllm_mode='server' and several training processes is not supported by the "
+                         "multi-turn rollout (games end at different turns on each process); use one process or "
+                         "vllm_mode='colocate'")
+    extra = cfg.generation_kwargs or {}
+    extra = json.loads(extra) if isinstance(extra, str) else extra
+    cfg.generation_kwargs = {"max_tokens": cfg.max_turn_tokens, **extra}
 
 
 def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dict]:
@@ -125,6 +146,20 @@ def _left_pad(seqs: list[list[int]], pad: int, device):
     return ids, att
 
 
+@dataclass
+class _Episode:
+    """One game of a rollout: its environment, prompt, and the episode sequence built turn by turn."""
+
+    env: object
+    prompt_ids: list[int]
+    covered: str  # the conversation text whose tokens are already in prompt_ids + comp_ids
+    comp_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)  # 1: generated (trained), 0: environment tokens
+    logps: list[float] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+    result: dict = field(default_factory=dict)
+
+
 class WordleRollout:
     """The ``rollout_func``: whole games, batched per turn, with env tokens masked and per-game rewards."""
 
@@ -148,9 +183,13 @@ class WordleRollout:
             return RemoteEnv(self.cfg.env_url)
         return WordleEnv(self.env_config, ctx=self.ctx)
 
-    def play(self, model, row_ids: list[int]) -> list[dict]:
-        """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched generate."""
+    def play(self, model, row_ids: list[int], vllm=None) -> list[dict]:
+        """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched generate.
 
+        ``vllm``: TRL's ``VLLMGeneration`` of the trainer (``use_vllm``); each turn then sends every live game's
+        whole conversation so far to vLLM (its prefix cache reuses the earlier turns) instead of ``model``."""
+        if vllm is not None:
+            return self._play_vllm(vllm, row_ids)
         was_training = model.training
         model.eval()  # sampling in train mode (no KV cache under gradient checkpointing) is wrong and slow
         try:
@@ -158,6 +197,65 @@ class WordleRollout:
         finally:
             if was_training:
                 model.train()
+
+    def _start(self, row_ids: list[int]) -> list[_Episode]:
+        """Reset one environment per row; each episode starts from the rendered prompt's token ids."""
+        eps = []
+        for r in row_ids:
+            row = self.rows[r]
+            env = self._env()
+            obs = env.reset(answer=row["answer"], history=[(g, p) for g, p in row["history"]] or None)
+            text = self.tok.apply_chat_template(obs.messages, add_generation_prompt=True, tokenize=False)
+            eps.append(_Episode(env, self.tok(text, add_special_tokens=False)["input_ids"], text))
+        return eps
+
+    def _turn(self, ep: _Episode, ids: list[int], logps: list[float] | None) -> list[int] | None:
+        """Apply one generated turn (cut at end-of-turn) to its game: the environment's reply as token ids to
+        append to the conversation, or ``None`` when the game is over."""
+        eos = self.tok.eos_token_id
+        forced = eos not in ids
+        ids = ids if forced else ids[: ids.index(eos) + 1]
+        self.last_stats["gen_tokens"] += len(ids)
+        if logps is not None:
+            ep.logps += logps[: len(ids)]
+        step = ep.env.step(self.tok.decode(ids, skip_special_tokens=True))
+        ep.comp_ids += ids
+        ep.mask += [1] * len(ids)
+        ep.errors.append(step.info["error"])
+        if step.done:
+            if forced:  # a turn cut off at max_turn_tokens is closed by the environment, not the model
+                ep.comp_ids.append(eos)
+                ep.mask.append(0)
+                if logps is not None:
+                    ep.logps.append(0.0)
+            ep.result = step.info
+            return None
+        ep.covered += self.tok.decode(ids, skip_special_tokens=False)
+        nxt = self.tok.apply_chat_template(step.observation.messages, add_generation_prompt=True, tokenize=False)
+        if not nxt.startswith(ep.covered):
+            raise RuntimeError("the chat template does not re-render the played turns verbatim; "
+                               "env tokens cannot be aligned with generated tokens")
+        env_ids = self.tok(nxt[len(ep.covered):], add_special_tokens=False)["input_ids"]
+        ep.covered = nxt
+        ep.comp_ids += env_ids
+        ep.mask += [0] * len(env_ids)
+        if logps is not None:
+            ep.logps += [0.0] * len(env_ids)
+        return env_ids
+
+    def _finish(self, eps: list[_Episode], logprobs: bool) -> list[dict]:
+        games = []
+        for ep in eps:
+            if hasattr(ep.env, "close"):
+                ep.env.close()
+            info = ep.result
+            comp = info["episode_components"]
+            games.append({"prompt_ids": ep.prompt_ids, "completion_ids": ep.comp_ids, "env_mask": ep.mask,
+                          "won": bool(info["won"]), "turns": int(info["turns"]), "components": comp,
+                          "errors": ep.errors, "reward": combine(comp, self.weights)})
+            if logprobs:
+                games[-1]["logprobs"] = ep.logps
+        return games
 
     def _play(self, model, row_ids: list[int]) -> list[dict]:
         """All games in one batch; the KV cache is carried from turn to turn, so each turn only processes the new
@@ -167,26 +265,11 @@ class WordleRollout:
         batch and the cache."""
         import torch
 
-        envs, msgs = [], []
-        for r in row_ids:
-            row = self.rows[r]
-            env = self._env()
-            obs = env.reset(answer=row["answer"], history=[(g, p) for g, p in row["history"]] or None)
-            envs.append(env)
-            msgs.append(obs.messages)
-        tok, dev = self.tok, model.device
-        pad, eos = tok.pad_token_id, tok.eos_token_id
-        texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in msgs]
-        prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        covered = list(texts)
-        comp_ids: list[list[int]] = [[] for _ in envs]
-        mask: list[list[int]] = [[] for _ in envs]
-        logps: list[list[float]] = [[] for _ in envs]
-        results: list[dict] = [{} for _ in envs]
-        errors: list[list[str | None]] = [[] for _ in envs]
-        gen_tokens = 0
-        active = list(range(len(envs)))  # game index of each batch row
-        seqs, attn = _left_pad(prompt_ids, pad, dev)
+        eps = self._start(row_ids)
+        pad, eos, dev = self.tok.pad_token_id, self.tok.eos_token_id, model.device
+        self.last_stats["gen_tokens"] = 0
+        active = list(range(len(eps)))  # episode index of each batch row
+        seqs, attn = _left_pad([ep.prompt_ids for ep in eps], pad, dev)
         cache = None
         while active:
             with torch.no_grad():
@@ -198,6 +281,7 @@ class WordleRollout:
             cache = out.past_key_values
             new = out.sequences[:, seqs.shape[1]:]
             new_list = new.tolist()
+            step_lp = None
             if self.record_logprobs:
                 step_lp = torch.stack(out.logits, 1).float().log_softmax(-1).gather(2, new[..., None])[..., 0].tolist()
             new_attn = torch.zeros_like(new)
@@ -205,33 +289,11 @@ class WordleRollout:
             keep: list[int] = []
             for j, i in enumerate(active):
                 ids = new_list[j]
-                forced = eos not in ids
-                ids = ids[: ids.index(eos) + 1] if not forced else ids
-                new_attn[j, : len(ids)] = 1
-                gen_tokens += len(ids)
-                if self.record_logprobs:
-                    logps[i] += step_lp[j][: len(ids)]
-                step = envs[i].step(tok.decode(ids, skip_special_tokens=True))
-                comp_ids[i] += ids
-                mask[i] += [1] * len(ids)
-                errors[i].append(step.info["error"])
-                if step.done:
-                    if forced:  # a turn cut off at max_turn_tokens is closed by the environment, not the model
-                        comp_ids[i].append(eos)
-                        mask[i].append(0)
-                    results[i] = step.info
-                    continue
-                covered[i] += tok.decode(ids, skip_special_tokens=False)
-                nxt = tok.apply_chat_template(step.observation.messages, add_generation_prompt=True, tokenize=False)
-                if not nxt.startswith(covered[i]):
-                    raise RuntimeError("the chat template does not re-render the played turns verbatim; "
-                                       "env tokens cannot be aligned with generated tokens")
-                env_ids = tok(nxt[len(covered[i]):], add_special_tokens=False)["input_ids"]
-                covered[i] = nxt
-                comp_ids[i] += env_ids
-                mask[i] += [0] * len(env_ids)
-                env_segments.append(env_ids)
-                keep.append(j)
+                new_attn[j, : (ids.index(eos) + 1 if eos in ids else len(ids))] = 1
+                env_ids = self._turn(eps[i], ids, step_lp[j] if step_lp else None)
+                if env_ids is not None:
+                    env_segments.append(env_ids)
+                    keep.append(j)
             if not keep:
                 break
             idx = torch.tensor(keep, device=dev)
@@ -240,20 +302,26 @@ class WordleRollout:
             seqs = torch.cat([out.sequences[idx], env_t], 1)
             attn = torch.cat([attn[idx], new_attn[idx], env_attn], 1)
             active = [active[j] for j in keep]
-        for e in envs:
-            if hasattr(e, "close"):
-                e.close()
-        games = []
-        for i in range(len(envs)):
-            info = results[i]
-            ep = info["episode_components"]
-            games.append({"prompt_ids": prompt_ids[i], "completion_ids": comp_ids[i], "env_mask": mask[i],
-                          "won": bool(info["won"]), "turns": int(info["turns"]), "components": ep,
-                          "errors": errors[i], "reward": combine(ep, self.weights)})
-            if self.record_logprobs:
-                games[-1]["logprobs"] = logps[i]
-        self.last_stats["gen_tokens"] = gen_tokens
-        return games
+        return self._finish(eps, self.record_logprobs)
+
+    def _play_vllm(self, vllm, row_ids: list[int]) -> list[dict]:
+        """The same games with vLLM generating each turn (GPU). vLLM samples with the trainer's temperature; a
+        turn longer than ``max_turn_tokens`` is cut there, as in :meth:`_play`. Its per-token log-probabilities
+        are kept (0 for environment tokens) for TRL's importance-sampling correction."""
+        eps = self._start(row_ids)
+        self.last_stats["gen_tokens"] = 0
+        active = list(range(len(eps)))
+        while active:
+            prompts = [eps[i].prompt_ids + eps[i].comp_ids for i in active]
+            _, completions, logprobs, _ = vllm.generate(prompts=prompts, images=None, num_generations=1)
+            still = []
+            for j, i in enumerate(active):
+                ids = list(completions[j])[: self.cfg.max_turn_tokens]
+                lps = [float(lp[0]) for lp in logprobs[j]][: len(ids)] if logprobs is not None else None
+                if self._turn(eps[i], ids, lps) is not None:
+                    still.append(i)
+            active = still
+        return self._finish(eps, logprobs is not None)
 
     def depth_curriculum(self, row_ids: list[int], step: int) -> list[int]:
         """Swap whole groups' rows for deep-history rows with probability ``1 - step / depth_curriculum_steps``."""
@@ -273,7 +341,8 @@ class WordleRollout:
     def __call__(self, prompts: list, trainer) -> dict:
         t0 = time.perf_counter()
         row_ids = self.depth_curriculum([int(p[0][ROW_KEY]) for p in prompts], trainer.state.global_step)
-        games = self.play(trainer.model, row_ids)
+        vllm = trainer.vllm_generation if getattr(trainer, "use_vllm", False) else None
+        games = self.play(trainer.model, row_ids, vllm)
         g = self.cfg.num_generations
         tries = 0
         while tries < self.cfg.resample_zero_spread:
@@ -281,7 +350,7 @@ class WordleRollout:
             if not flat:
                 break
             new_rows = [int(self.rng.integers(len(self.rows))) for _ in flat]
-            replay = self.play(trainer.model, [r for r in new_rows for _ in range(g)])
+            replay = self.play(trainer.model, [r for r in new_rows for _ in range(g)], vllm)
             for n, k in enumerate(flat):
                 games[k:k + g] = replay[n * g:(n + 1) * g]
             tries += 1
@@ -308,7 +377,8 @@ class WordleRollout:
                 if k.startswith("wordle/"):
                     metrics["train"][k].append(v)
         out = {"prompt_ids": [x["prompt_ids"] for x in games], "completion_ids": [x["completion_ids"] for x in games],
-               "env_mask": [x["env_mask"] for x in games], "logprobs": None,
+               "env_mask": [x["env_mask"] for x in games],
+               "logprobs": [x["logprobs"] for x in games] if vllm is not None else None,
                "won": [x["won"] for x in games], "turns": [x["turns"] for x in games]}
         for c in COMPONENTS:
             out[f"episode_{c}"] = [x["components"][c] for x in games]

@@ -34,6 +34,8 @@ class DataSection:
         "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
     sft_wide_share: float = field(default=0.0, metadata={
         "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
+    sft_wide_answers_first: bool = field(default=False, metadata={
+        "help": "Wide SFT games guess fitting answer words while any fits (SftConfig.wide_answers_first)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     rl_wide_share: float = field(default=0.0, metadata={
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
@@ -62,6 +64,8 @@ class TrainSection:
     eval_val_every: int = field(default=0, metadata={"help": "GRPO: win rate on 100 val answers every N steps."})
     soft_target_weight: float = field(default=0.0, metadata={
         "help": "SFT: weight of the soft letter targets (WordleSFTConfig.soft_target_weight; 0 for BPE tokenizers)."})
+    use_vllm: bool = field(default=False, metadata={
+        "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
 
 
 @dataclass
@@ -108,7 +112,7 @@ PRESETS: dict[str, dict] = {
                   "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None,
                           "soft_target_weight": 0.0},  # Qwen's BPE spells words in chunks, not letters
                   "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5,
-                           "time_budget_minutes": None},
+                           "time_budget_minutes": None, "use_vllm": True},
                   "eval": {"batch_size": 64}},
 }
 
@@ -299,7 +303,8 @@ class Runner:
             sft_rows = generate_sft(sp, SftConfig(games=d.sft_games, seed=self.cfg.seed, style=d.style, think=d.think,
                                                   solver_mix=parse_solver_mix(d.sft_solvers),
                                                   balance_share=d.sft_balance_share,
-                                                  wide_share=d.sft_wide_share))
+                                                  wide_share=d.sft_wide_share,
+                                                  wide_answers_first=d.sft_wide_answers_first))
         check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
@@ -356,7 +361,7 @@ class Runner:
                                save_steps=t.save_steps, threads=self.cfg.threads, seed=self.cfg.seed,
                                style=self.cfg.data.style, think=self.cfg.data.think,
                                splits=str(self.paths["splits"]), eval_val_every=t.eval_val_every,
-                               disable_tqdm=False)
+                               use_vllm=t.use_vllm, vllm_mode="colocate", disable_tqdm=False)
         run_grpo(cfg, resume=self._resume(self.paths["grpo"]))
 
     def trained(self) -> list[tuple[str, Path]]:
@@ -403,6 +408,12 @@ def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
             raise ConfigError(f"{out} holds a run with a different config; use another --out or delete it")
     else:
         resolved.write_text(json.dumps(asdict(cfg), indent=1))
+    if cfg.grpo.enabled and cfg.grpo.use_vllm:  # fail now, not after hours of SFT
+        from wordle_rl.grpo import vllm_missing
+
+        missing = vllm_missing()
+        if missing:
+            raise ConfigError(f"grpo.use_vllm: {missing}")
     (out / "versions.json").write_text(json.dumps(versions(), indent=1))
     import torch
 
