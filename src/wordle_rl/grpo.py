@@ -109,10 +109,12 @@ def _check_vllm(cfg: WordleGRPOConfig) -> None:
     missing = vllm_missing()
     if missing:
         raise ValueError(missing)
-    if cfg.vllm_mode == "server" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ValueError("use_vllm with vllm_mode='server' and several training processes is not supported by the "
-                         "multi-turn rollout (games end at different turns on each process); use one process or "
-                         "vllm_mode='colocate'")
+    shared = cfg.vllm_mode == "server" or getattr(cfg, "vllm_tensor_parallel_size", 1) > 1
+    if shared and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("use_vllm with several training processes sharing one vLLM engine (vllm_mode='server', or "
+                         "colocate with vllm_tensor_parallel_size > 1) is not supported by the multi-turn rollout: "
+                         "games end at different turns on each process; use one process, or colocate with one "
+                         "vLLM engine per GPU")
     extra = cfg.generation_kwargs or {}
     extra = json.loads(extra) if isinstance(extra, str) else extra
     cfg.generation_kwargs = {"max_tokens": cfg.max_turn_tokens, **extra}
