@@ -256,13 +256,13 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     for i in range(cfg.games):
         rng = random.Random(f"{cfg.seed}:{i}")
         is_wide = wide is not None and rng.random() < cfg.wide_share
-        if is_wide and not cfg.wide_answers_first:
-            answer, solver, teacher = rng.choice(outside), wide, wide
-        elif is_wide:
+        if is_wide:
             answer = rng.choice(outside)
-            solver, teacher = solvers[rng.choices(names, weights)[0]], entropy
         else:
             answer = train[i % len(train)] if i < len(train) else rng.choice(train)
+        if is_wide and not cfg.wide_answers_first:
+            solver, teacher = wide, wide
+        else:
             solver, teacher = solvers[rng.choices(names, weights)[0]], entropy
         balanced = not is_wide and cfg.balance_share > 0 and rng.random() < cfg.balance_share
         r = rng.random()

@@ -83,7 +83,7 @@ class WordleGRPOConfig(GRPOConfig):
             raise ValueError("num_generations must be at least 2: GRPO compares games within a group, and a group "
                              "of one has no relative advantage to learn from")
         if getattr(self, "use_vllm", False):
-            _check_vllm(self)
+            _configure_vllm(self)
         from wordle_rl.sft import _resolve_defaults
 
         _resolve_defaults(self)
@@ -102,8 +102,8 @@ def vllm_missing() -> str | None:
     return None
 
 
-def _check_vllm(cfg: WordleGRPOConfig) -> None:
-    """vLLM rollouts need CUDA and vLLM; each turn is one vLLM call capped at ``max_turn_tokens`` new tokens."""
+def _configure_vllm(cfg: WordleGRPOConfig) -> None:
+    """Refuse vLLM rollouts this machine or setup cannot run; cap each turn's vLLM call at ``max_turn_tokens``."""
     import os
 
     missing = vllm_missing()
@@ -211,12 +211,16 @@ class WordleRollout:
             eps.append(_Episode(env, self.tok(text, add_special_tokens=False)["input_ids"], text))
         return eps
 
+    def _cut(self, ids: list[int]) -> tuple[list[int], bool]:
+        """A generated turn up to its end-of-turn token, and whether it had none (cut at ``max_turn_tokens``)."""
+        eos = self.tok.eos_token_id
+        return (ids, True) if eos not in ids else (ids[: ids.index(eos) + 1], False)
+
     def _turn(self, ep: _Episode, ids: list[int], logps: list[float] | None) -> list[int] | None:
         """Apply one generated turn (cut at end-of-turn) to its game: the environment's reply as token ids to
         append to the conversation, or ``None`` when the game is over."""
         eos = self.tok.eos_token_id
-        forced = eos not in ids
-        ids = ids if forced else ids[: ids.index(eos) + 1]
+        ids, forced = self._cut(ids)
         self.last_stats["gen_tokens"] += len(ids)
         if logps is not None:
             ep.logps += logps[: len(ids)]
@@ -291,7 +295,7 @@ class WordleRollout:
             keep: list[int] = []
             for j, i in enumerate(active):
                 ids = new_list[j]
-                new_attn[j, : (ids.index(eos) + 1 if eos in ids else len(ids))] = 1
+                new_attn[j, : len(self._cut(ids)[0])] = 1
                 env_ids = self._turn(eps[i], ids, step_lp[j] if step_lp else None)
                 if env_ids is not None:
                     env_segments.append(env_ids)
@@ -313,9 +317,11 @@ class WordleRollout:
         eps = self._start(row_ids)
         self.last_stats["gen_tokens"] = 0
         active = list(range(len(eps)))
+        with_logprobs = True  # vLLM returns them unless its logprobs setting is None
         while active:
             prompts = [eps[i].prompt_ids + eps[i].comp_ids for i in active]
             _, completions, logprobs, _ = vllm.generate(prompts=prompts, images=None, num_generations=1)
+            with_logprobs = with_logprobs and logprobs is not None
             still = []
             for j, i in enumerate(active):
                 ids = list(completions[j])[: self.cfg.max_turn_tokens]
@@ -323,7 +329,7 @@ class WordleRollout:
                 if self._turn(eps[i], ids, lps) is not None:
                     still.append(i)
             active = still
-        return self._finish(eps, logprobs is not None)
+        return self._finish(eps, with_logprobs)
 
     def depth_curriculum(self, row_ids: list[int], step: int) -> list[int]:
         """Swap whole groups' rows for deep-history rows with probability ``1 - step / depth_curriculum_steps``."""
@@ -380,7 +386,8 @@ class WordleRollout:
                     metrics["train"][k].append(v)
         out = {"prompt_ids": [x["prompt_ids"] for x in games], "completion_ids": [x["completion_ids"] for x in games],
                "env_mask": [x["env_mask"] for x in games],
-               "logprobs": [x["logprobs"] for x in games] if vllm is not None else None,
+               "logprobs": ([x["logprobs"] for x in games]
+                            if vllm is not None and all("logprobs" in x for x in games) else None),
                "won": [x["won"] for x in games], "turns": [x["turns"] for x in games]}
         for c in COMPONENTS:
             out[f"episode_{c}"] = [x["components"][c] for x in games]
