@@ -24,7 +24,7 @@ def setup(tmp_path_factory, words):
     save_dataset(sft_rows, root / "sft", "sft")
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
-                                    warmup_ratio=0.0, threads=1, save_steps=1000, disable_tqdm=True))
+                                    threads=1, save_steps=1000, disable_tqdm=True))
     rows = generate_rl(splits, RlConfig(rows=12, seed=0, style="xml", think=False, depth_mix={0: 0.5, 2: 0.5}),
                        words)
     save_dataset(rows, root / "rl", "rl")

@@ -59,7 +59,7 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     before = {k: v.clone() for k, v in load_model(str(micro))[0].state_dict().items()}
     out = tmp_path / "run"
     cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=8, save_steps=4,
-                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3, warmup_ratio=0.0,
+                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3,
                           threads=1, disable_tqdm=True)
     run_sft(cfg)
     log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
@@ -154,3 +154,50 @@ def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works
         on = cls(output_dir=str(tmp_path / cls.__name__), gradient_checkpointing=True)
         assert on.activation_checkpointing is True and on.gradient_checkpointing is True
     assert not [w for w in recwarn if "gradient_checkpointing" in str(w.message)]
+
+
+def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
+    from wordle_rl.models import cpu_has_native_bf16
+    from wordle_rl.sft import WordleSFTConfig
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert cpu_has_native_bf16(info) is True
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\n")
+    assert cpu_has_native_bf16(info) is False
+    assert cpu_has_native_bf16(tmp_path / "absent") is False
+    if torch.cuda.is_available():
+        return
+    native = cpu_has_native_bf16()
+    assert WordleSFTConfig(output_dir=str(tmp_path / "a")).bf16 is False  # fp32 on a CPU unless asked
+    if native:
+        assert WordleSFTConfig(output_dir=str(tmp_path / "b"), bf16=True).bf16 is True
+    else:
+        with pytest.raises(ValueError, match="native bf16"):
+            WordleSFTConfig(output_dir=str(tmp_path / "c"), bf16=True)
+
+
+def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp_path):
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    data, _, _ = sft_data
+    with pytest.raises(ValueError, match="needs lr_scheduler_type='cosine'"):
+        WordleSFTConfig(output_dir=str(tmp_path / "x"), lr_schedule_follows_budget=True, lr_scheduler_type="linear")
+    out = tmp_path / "run"
+    # far more steps than the 12-second budget allows: by steps alone the learning rate would barely have moved
+    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=1_000_000, save_steps=10,
+                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3, threads=1,
+                          time_budget_minutes=0.2, lr_schedule_follows_budget=True, disable_tqdm=True)
+    run_sft(cfg)
+    log = json.loads((out / "wordle_rl_sft_log.json").read_text())
+    lrs = [e["learning_rate"] for e in log if "learning_rate" in e]
+    assert 5 <= len(lrs) < 1_000_000
+    assert lrs[0] > 0.5 * 3e-3 and lrs[-1] < 0.05 * 3e-3
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))  # monotone decay, by time
+    # the budget already spent is saved with each checkpoint, so a resumed run continues the same budget
+    last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    saved = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]["TimeBudget"]
+    assert saved["args"] == {"minutes": 0.2} and 0 < saved["attributes"]["spent"] <= 0.2 * 60 + 30
+    step = json.loads((last / "trainer_state.json").read_text())["global_step"]
+    run_sft(cfg, resume=True)  # the whole budget is spent: one more step, then stop
+    assert json.loads((out / f"checkpoint-{step + 1}" / "trainer_state.json").read_text())["global_step"] == step + 1

@@ -81,7 +81,7 @@ def test_sft_with_soft_targets_lowers_both_losses(micro, soft_data, tmp_path):
     data, _ = soft_data
     out = tmp_path / "run"
     run_sft(WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=10, logging_steps=1,
-                            per_device_train_batch_size=16, learning_rate=1e-2, warmup_ratio=0.0,
+                            per_device_train_batch_size=16, learning_rate=1e-2,
                             soft_target_weight=1.0, threads=1, disable_tqdm=True))
     log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
     assert len(log) == 10

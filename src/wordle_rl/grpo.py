@@ -68,7 +68,8 @@ class WordleGRPOConfig(GRPOConfig):
     save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
     report_to: str = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
     max_completion_length: int = field(default=256, metadata={"help": "Upper bound of a whole episode's tokens."})
-    bf16: bool | None = field(default=None, metadata={"help": "bf16; default: on with CUDA."})
+    bf16: bool | None = field(default=None, metadata={
+        "help": "bf16 autocast; default: on with CUDA, off on a CPU (true allowed where the CPU has native bf16)."})
     activation_checkpointing: bool | None = field(default=False, metadata={
         "help": "Recompute activations in backward (saves memory on large models, costs time)."})
     gradient_checkpointing: bool | None = field(default=None, metadata={

@@ -58,6 +58,9 @@ class TrainSection:
     batch_size: int = field(default=32, metadata={"help": "Conversations (SFT) or games (GRPO) per step."})
     learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
     time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop after this long."})
+    schedule_follows_budget: bool = field(default=False, metadata={
+        "help": "SFT: the cosine schedule also advances with the time spent, so it ends at the budget "
+                "(WordleSFTConfig.lr_schedule_follows_budget)."})
     num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
     temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
@@ -341,7 +344,7 @@ class Runner:
                               time_budget_minutes=t.time_budget_minutes, save_steps=t.save_steps,
                               threads=self.cfg.threads, seed=self.cfg.seed, lora=self.cfg.model.lora,
                               soft_target_weight=t.soft_target_weight, train_sampling_strategy="group_by_length",
-                              disable_tqdm=False)
+                              lr_schedule_follows_budget=t.schedule_follows_budget, disable_tqdm=False)
         run_sft(cfg, resume=self._resume(self.paths["sft"]))
 
     def stage_grpo(self):

@@ -9,12 +9,14 @@ that letter over all answer words of the public list that fit the feedback so fa
 that fit, including val/test words, which are never a game's target and so never the last, winning guess.
 The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
 (model, optimizer, scheduler, RNG) go to ``checkpoint-N`` and ``--resume`` continues from the last one.
-CPU by default here; CUDA with bf16 when present.
+CPU (fp32) by default here; CUDA with bf16 when present. ``--bf16 true`` on a CPU that computes bf16 natively
+(AVX512-BF16/AMX) makes steps ~1.4x faster but won fewer held-out games (benchmarks/RESULTS.md, session 10).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.game import candidate_indices, pattern_matrix, str_to_pattern
@@ -43,13 +46,19 @@ class WordleSFTConfig(SFTConfig):
     data: str = field(default="data/sft", metadata={"help": "SFT data: a folder from `wordle-rl data sft` or a JSONL."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads (use 1 on a busy 2-core machine)."})
     time_budget_minutes: float | None = field(default=None, metadata={
-        "help": "Stop (and save) once training has run this long."})
+        "help": "Stop (and save) once training has run this long (counted across --resume)."})
+    lr_schedule_follows_budget: bool = field(default=False, metadata={
+        "help": "With a time budget and a cosine schedule, the schedule's progress is the larger of steps done / "
+                "max_steps and time spent / budget, so the learning rate reaches its floor when the budget ends on a "
+                "slow machine too (a run the budget cuts short otherwise stops mid-schedule). Off: steps only, "
+                "reproducible to the bit."})
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (PEFT) instead of all weights."})
     output_dir: str = field(default="runs/sft", metadata={"help": "Where checkpoints and the final model go."})
     assistant_only_loss: bool = field(default=True, metadata={"help": "Loss on assistant tokens only."})
     learning_rate: float = field(default=3e-3, metadata={"help": "Peak learning rate."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Warm-up share of steps."})
+    warmup_steps: float = field(default=0, metadata={
+        "help": "Linear warm-up: steps (>= 1) or a share of max_steps (< 1). 0, as in every measured run."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     per_device_train_batch_size: int = field(default=32, metadata={"help": "Conversations per step."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (max_steps wins when set)."})
@@ -62,7 +71,10 @@ class WordleSFTConfig(SFTConfig):
     report_to: str = field(default="none", metadata={"help": "Tracker: none, tensorboard, trackio."})
     dataloader_num_workers: int = field(default=0, metadata={"help": "Data loader workers."})
     seed: int = field(default=0, metadata={"help": "Seed of model init order, shuffling and dropout."})
-    bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on with CUDA."})
+    bf16: bool | None = field(default=None, metadata={
+        "help": "bf16 mixed precision (fp32 weights, bf16 autocast); default: on with CUDA, off on a CPU. true is "
+                "allowed on a CPU with native bf16 (AVX512-BF16 or AMX): ~1.4x faster steps there, but 30 minutes "
+                "of it won fewer held-out games than fp32 (benchmarks/RESULTS.md, session 10)."})
     activation_checkpointing: bool | None = field(default=False, metadata={
         "help": "Recompute activations in backward: saves memory on large models, but makes the small default "
                 "model's steps 1.18x slower (TRL turns it on by default; benchmarks/RESULTS.md)."})
@@ -79,38 +91,77 @@ class WordleSFTConfig(SFTConfig):
         if self.soft_target_weight < 0:
             raise ValueError(f"soft_target_weight must be >= 0, got {self.soft_target_weight}")
         super().__post_init__()
+        if self.lr_schedule_follows_budget and getattr(self.lr_scheduler_type, "value",
+                                                       self.lr_scheduler_type) != "cosine":
+            raise ValueError("lr_schedule_follows_budget needs lr_scheduler_type='cosine', got "
+                             f"{getattr(self.lr_scheduler_type, 'value', self.lr_scheduler_type)!r}")
 
 
 def _resolve_defaults(cfg) -> None:
-    """bf16 only where CUDA supports it; otherwise CPU training in fp32 (TRL would turn bf16 on blindly).
+    """Precision and activation checkpointing, resolved before TRL sees them (TRL would turn bf16 on blindly).
 
-    Also resolves activation checkpointing: the old name ``gradient_checkpointing`` wins when given.
+    bf16 (autocast over fp32 weights) by default where CUDA supports it, fp32 on a CPU; bf16 on a CPU is allowed
+    when asked for where the CPU computes it natively. Asking for bf16 anywhere else is an error. The old name
+    ``gradient_checkpointing`` of activation checkpointing wins when given.
     """
+    from wordle_rl.models import cpu_has_native_bf16
+
     if cfg.gradient_checkpointing is not None:
         cfg.activation_checkpointing = cfg.gradient_checkpointing
         cfg.gradient_checkpointing = None
 
     cuda = torch.cuda.is_available()
+    if cuda:
+        supported = torch.cuda.is_bf16_supported()
+        if cfg.bf16 is None:
+            cfg.bf16 = bool(supported)
+        elif cfg.bf16 and not supported:
+            raise ValueError("bf16=True: this CUDA GPU does not support bf16 (leave it unset)")
+        return
+    cfg.use_cpu = True
     if cfg.bf16 is None:
-        cfg.bf16 = bool(cuda and torch.cuda.is_bf16_supported())
-    elif cfg.bf16 and not cuda:
-        raise ValueError("bf16=True needs a CUDA GPU with bf16 support; this machine has none (leave it unset)")
-    if not cuda:
-        cfg.use_cpu = True
+        cfg.bf16 = False
+    elif cfg.bf16 and not cpu_has_native_bf16():
+        raise ValueError("bf16=True needs a CUDA GPU or a CPU with native bf16 (AVX512-BF16 or AMX); this machine "
+                         "has neither (leave it unset)")
 
 
-class TimeBudget(TrainerCallback):
-    """Stops training (with a save) once the wall-clock budget is spent."""
+class TimeBudget(TrainerCallback, ExportableState):
+    """Stops training (with a save) once the wall-clock budget is spent; the time spent is saved in each checkpoint,
+    so a resumed run continues the same budget."""
 
-    def __init__(self, minutes: float):
+    def __init__(self, minutes: float, spent: float = 0.0):
+        self.minutes = minutes
         self.seconds = minutes * 60
+        self.spent = spent
         self.start = time.monotonic()
 
+    def elapsed(self) -> float:
+        """Seconds of the budget used so far (earlier runs of a resumed training included)."""
+        return self.spent + time.monotonic() - self.start
+
     def on_step_end(self, args, state, control, **kwargs):
-        if time.monotonic() - self.start > self.seconds:
+        if self.elapsed() > self.seconds:
             control.should_training_stop = True
             control.should_save = True
         return control
+
+    def state(self) -> dict:
+        return {"args": {"minutes": self.minutes}, "attributes": {"spent": self.elapsed()}}
+
+
+def budget_cosine(step: int, max_steps: int, warmup: int, time_share: float) -> float:
+    """Learning-rate factor of a cosine schedule whose progress is the larger of the step share and the time share.
+
+    >>> round(budget_cosine(50, 100, 0, 0.0), 3), round(budget_cosine(50, 100, 0, 0.75), 3)
+    (0.5, 0.146)
+    >>> budget_cosine(5, 100, 10, 0.9)  # warm-up is by steps
+    0.5
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = max((step - warmup) / max(1, max_steps - warmup), min(1.0, time_share))
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 def load_sft_dataset(path: str | Path, soft: bool = False):
@@ -281,6 +332,21 @@ class WordleSFTTrainer(SFTTrainer):
         if self.args.soft_target_weight > 0:
             self.data_collator = SoftTargetCollator(self.data_collator, self.processing_class)
 
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        args = self.args
+        if not (args.lr_schedule_follows_budget and args.time_budget_minutes and self.lr_scheduler is None):
+            return super().create_scheduler(num_training_steps, optimizer)
+        warmup = args.get_warmup_steps(num_training_steps)
+
+        def factor(step: int) -> float:
+            budget = next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
+            share = budget.elapsed() / budget.seconds if budget else 0.0
+            return budget_cosine(step, num_training_steps, warmup, share)
+
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, factor)
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
+
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
         if self.args.soft_target_weight > 0 and "soft_turns" not in self._signature_columns:
@@ -334,11 +400,22 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
     last = _last_checkpoint(out) if resume else None
     if resume and last is None:
         raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
+    if last is not None:
+        _restore_budget(trainer, last)
     trainer.train(resume_from_checkpoint=str(last) if last else None)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     (out / f"wordle_rl_{name}_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     return out
+
+
+def _restore_budget(trainer, checkpoint: Path) -> None:
+    """Carry the time budget already spent (saved by :class:`TimeBudget` in the checkpoint) into the resumed run."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text()).get("stateful_callbacks", {})
+    saved = state.get("TimeBudget", {}).get("attributes", {}).get("spent")
+    for cb in trainer.callback_handler.callbacks:
+        if isinstance(cb, TimeBudget) and saved is not None:
+            cb.spent = float(saved)
 
 
 def _last_checkpoint(out: Path) -> Path | None:
