@@ -338,11 +338,12 @@ class WordleSFTTrainer(SFTTrainer):
         if not (args.lr_schedule_follows_budget and args.time_budget_minutes and self.lr_scheduler is None):
             return super().create_scheduler(num_training_steps, optimizer)
         warmup = args.get_warmup_steps(num_training_steps)
+        budget = next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
+        if budget is None:
+            return super().create_scheduler(num_training_steps, optimizer)
 
         def factor(step: int) -> float:
-            budget = next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
-            share = budget.elapsed() / budget.seconds if budget else 0.0
-            return budget_cosine(step, num_training_steps, warmup, share)
+            return budget_cosine(step, num_training_steps, warmup, budget.elapsed() / budget.seconds)
 
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, factor)
         self._created_lr_scheduler = True
@@ -414,8 +415,10 @@ def _restore_budget(trainer, checkpoint: Path) -> None:
     """Carry the time budget already spent (saved by :class:`TimeBudget` in the checkpoint) into the resumed run."""
     state = json.loads((checkpoint / "trainer_state.json").read_text()).get("stateful_callbacks", {})
     saved = state.get("TimeBudget", {}).get("attributes", {}).get("spent")
+    if saved is None:
+        return
     for cb in trainer.callback_handler.callbacks:
-        if isinstance(cb, TimeBudget) and saved is not None:
+        if isinstance(cb, TimeBudget):
             cb.spent = float(saved)
 
 
