@@ -196,8 +196,8 @@ def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))  # monotone decay, by time
     # the budget already spent is saved with each checkpoint, so a resumed run continues the same budget
     last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    saved = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]["TimeBudget"]
+    state = json.loads((last / "trainer_state.json").read_text())
+    saved, step = state["stateful_callbacks"]["TimeBudget"], state["global_step"]
     assert saved["args"] == {"minutes": 0.2} and 0 < saved["attributes"]["spent"] <= 0.2 * 60 + 30
-    step = json.loads((last / "trainer_state.json").read_text())["global_step"]
     run_sft(cfg, resume=True)  # the whole budget is spent: one more step, then stop
     assert json.loads((out / f"checkpoint-{step + 1}" / "trainer_state.json").read_text())["global_step"] == step + 1

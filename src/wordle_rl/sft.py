@@ -92,10 +92,9 @@ class WordleSFTConfig(SFTConfig):
         if self.soft_target_weight < 0:
             raise ValueError(f"soft_target_weight must be >= 0, got {self.soft_target_weight}")
         super().__post_init__()
-        if self.lr_schedule_follows_budget and getattr(self.lr_scheduler_type, "value",
-                                                       self.lr_scheduler_type) != "cosine":
-            raise ValueError("lr_schedule_follows_budget needs lr_scheduler_type='cosine', got "
-                             f"{getattr(self.lr_scheduler_type, 'value', self.lr_scheduler_type)!r}")
+        schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)  # an enum after TRL's init
+        if self.lr_schedule_follows_budget and schedule != "cosine":
+            raise ValueError(f"lr_schedule_follows_budget needs lr_scheduler_type='cosine', got {schedule!r}")
 
 
 def _resolve_defaults(cfg) -> None:
@@ -337,10 +336,10 @@ class WordleSFTTrainer(SFTTrainer):
         args = self.args
         if not (args.lr_schedule_follows_budget and args.time_budget_minutes and self.lr_scheduler is None):
             return super().create_scheduler(num_training_steps, optimizer)
-        warmup = args.get_warmup_steps(num_training_steps)
         budget = next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
         if budget is None:
             return super().create_scheduler(num_training_steps, optimizer)
+        warmup = args.get_warmup_steps(num_training_steps)
 
         def factor(step: int) -> float:
             return budget_cosine(step, num_training_steps, warmup, budget.elapsed() / budget.seconds)
