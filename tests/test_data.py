@@ -14,6 +14,7 @@ from wordle_rl.data import (
     generate_sft,
     make_splits,
     parse_depth_mix,
+    parse_refused_kinds,
     parse_solver_mix,
     read_jsonl,
     stats,
@@ -185,15 +186,17 @@ def test_bad_files_name_file_line_and_reason(tmp_path, words):
         read_jsonl(f)
 
 
-def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
-    """Every conversation, refused moves included, is what the environment itself answers to those moves."""
+def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
+    """Replay every conversation in the environment, asserting it is what the environment itself answers.
+
+    Returns ``(row, error code)`` for each refused move met."""
     from wordle_rl.env import EnvConfig, WordleEnv
     from wordle_rl.prompts import PromptStyle
     from wordle_rl.rewards import RewardContext
 
-    style, ctx = PromptStyle("xml", think=True), RewardContext(words)
-    refused = 0
-    for row in sft_rows:
+    style, ctx = PromptStyle("xml", think=think), RewardContext(words)
+    refused = []
+    for row in rows:
         env = WordleEnv(EnvConfig(style=style), ctx=ctx)
         obs = env.reset(answer=row["answer"])
         msgs = row["messages"]
@@ -201,14 +204,51 @@ def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
         for k in range(2, len(msgs), 2):
             step = env.step(msgs[k]["content"])
             if step.info["error"] is not None:
-                refused += 1
+                refused.append((row, step.info["error"]))
                 assert msgs[k]["train"] is False and k == 2 + 2 * row["refused_at"]
-                assert step.info["error"] in ("not_in_word_list", "wrong_length")
             if step.done:  # the conversation ends on the winning guess, or on the last feedback of a lost game
                 assert k + 2 >= len(msgs) and step.info["won"] == row["won"]
             else:
                 assert step.observation.messages[-1]["content"] == msgs[k + 1]["content"]
-    assert refused == sum(r["refused_at"] is not None for r in sft_rows) > 5
+    assert len(refused) == sum(r["refused_at"] is not None for r in rows)
+    return refused
+
+
+def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
+    """Every conversation, refused moves included, is what the environment itself answers to those moves."""
+    refused = _replay(sft_rows, words)
+    assert len(refused) > 5
+    assert {err for _, err in refused} <= {"not_in_word_list", "wrong_length"}
+    assert {row["refused_kind"] for row, _ in refused} == {"misspelt"}
+
+
+def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
+    """A blend is a non-word spliced from two answer words that fit the feedback before it (or, where one word
+    fits, from a word at most two letters away); a repeat is an earlier guess; both follow the first feedback."""
+    rows = generate_sft(splits, SftConfig(games=300, seed=5, think=False, refused_share=1.0,
+                                          refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1")), words)
+    refused = _replay(rows, words, think=False)
+    kinds = {row["refused_kind"] for row, _ in refused}
+    assert kinds == {"blend", "misspelt", "repeat"}
+    for row, err in refused:
+        k = row["refused_at"]
+        assistant = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        bad = re.fullmatch(r"<guess>(.*)</guess>", assistant[k]).group(1)
+        before = [(g, str_to_pattern(p)) for g, p in row["history"][:k]]
+        near = row["history"][k][0]  # the move played after the refusal is another word
+        assert bad != near
+        if row["refused_kind"] == "repeat":
+            assert err == "repeated_guess" and bad in [g for g, _ in before]
+        elif row["refused_kind"] == "blend":
+            assert k >= 1 and err == "not_in_word_list" and len(bad) == 5
+            fits = _candidates(words, before)
+            if len(fits) < 2:
+                fits = [w for w in words.answers if sum(a != b for a, b in zip(w, near)) <= 2]
+            assert any(bad == a[:j] + b[j:] for a in fits + [near] for b in fits for j in range(1, 5))
+    with pytest.raises(DataError, match="unknown refused-move"):
+        parse_refused_kinds("typo:1")
+    with pytest.raises(DataError, match="refused_share"):
+        generate_sft(splits, SftConfig(games=5, refused_share=1.5), words)
 
 
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):

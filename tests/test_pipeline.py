@@ -21,6 +21,7 @@ def test_presets_and_config_errors(tmp_path):
                       ('[sft]\nmax_steps = "many"\n', "expected a number"),
                       ('[grpo]\nnum_generations = 1\n', "at least 2"),
                       ('[data]\nstyle = "yaml"\n', "data.style"),
+                      ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
                       ('threads = -1\n', ">= 0"),
                       ('preset = "huge"\n', "unknown preset"),
                       ('[eval]\ndecodes = ["greedy"]\n', "eval.decodes"),

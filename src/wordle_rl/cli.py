@@ -330,20 +330,26 @@ def data_sft(
                                                    "possible answer.")] = 0.0,
     wide_answers_first: Annotated[bool, typer.Option(help="Wide games guess fitting answer words (the solver mix) "
                                                           "while any fits; then every allowed word.")] = False,
+    refused_share: Annotated[float, typer.Option(help="Share of games showing one refused move and the reply."
+                                                      )] = 0.15,
+    refused_kinds: Annotated[str, typer.Option(help="Refused moves shown, kind:weight of misspelt, blend (a "
+                                                    "non-word spliced from fitting words), repeat.")] = "misspelt:1",
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
     conversational `messages` rows (JSONL + datasets)."""
-    from wordle_rl.data import SftConfig, Splits, generate_sft, parse_solver_mix, save_dataset
+    from wordle_rl.data import SftConfig, Splits, generate_sft, parse_refused_kinds, parse_solver_mix, save_dataset
 
     sp = _data_call(Splits.load, splits)
     mix = _data_call(parse_solver_mix, solvers)
+    kinds = _data_call(parse_refused_kinds, refused_kinds)
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
         rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
                                                       solver_mix=mix, balance_share=balance_share,
                                                       wide_share=wide_share,
-                                                      wide_answers_first=wide_answers_first))
+                                                      wide_answers_first=wide_answers_first,
+                                                      refused_share=refused_share, refused_kinds=kinds))
     path = save_dataset(rows, out, "sft")
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
@@ -486,13 +492,17 @@ def init_model_cmd(
     preset: Annotated[str, typer.Option(
         help="Size: mini (default, ≈1.4 M), tiny (≈3.5 M), small (≈11 M), micro (tests).")] = "mini",
     seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+    word_tokens: Annotated[str, typer.Option(
+        help="none: every word spelled letter by letter; answers: one token per answer-list word as well.")] = "none",
 ) -> None:
     """Build the embedded default model (Qwen3 from a config, local tokenizer) with no download."""
-    from wordle_rl.models import MODEL_PRESETS, init_model
+    from wordle_rl.models import MODEL_PRESETS, WORD_TOKENS, init_model
 
     if preset not in MODEL_PRESETS:
         raise fail(f"unknown preset {preset!r}; choose one of {sorted(MODEL_PRESETS)}")
-    path = init_model(out, preset, seed)
+    if word_tokens not in WORD_TOKENS:
+        raise fail(f"unknown --word-tokens {word_tokens!r}; choose one of {list(WORD_TOKENS)}")
+    path = init_model(out, preset, seed, word_tokens=word_tokens)
     meta = json.loads((path / "wordle_rl.json").read_text())
     console.print(f"{preset} model ({meta['parameters'] / 1e6:.2f} M parameters) -> {path}")
 

@@ -31,6 +31,7 @@ from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies
 from wordle_rl.words import WordList, load_word_lists
 
 __all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
+           "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
 
@@ -153,8 +154,13 @@ class SftConfig:
     random_second_share: float = field(default=0.1, metadata={
         "help": "Share of games whose second guess is a random remaining candidate."})
     refused_share: float = field(default=0.15, metadata={
-        "help": "Share of games showing one refused move (a misspelt word or wrong length; context, never imitated) "
-                "and the environment's reply, so the model learns to carry on after an invalid move."})
+        "help": "Share of games showing one refused move (context, never imitated) and the environment's reply, so "
+                "the model learns to carry on after an invalid move: a different word, never the refused one."})
+    refused_kinds: dict[str, float] = field(default_factory=lambda: {"misspelt": 1.0}, metadata={
+        "help": "Which refused moves are shown (kind:weight). misspelt: the next guess with one letter changed, or "
+                "cut short, in the first 4 turns; blend: a non-word spliced from two words that fit the feedback "
+                "so far (the kind of word a model invents for an answer it was never taught), at any turn after "
+                "the first; repeat: an earlier guess again."})
     balance_share: float = field(default=0.0, metadata={
         "help": "Share of games whose guesses after the first are the remaining candidate written least often so "
                 "far in this data (ties at random): evens out how often each answer word is a trained output, so "
@@ -172,8 +178,11 @@ class SftConfig:
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
-def _refused_move(style: PromptStyle, words: WordList, played: list, near: str, rng: random.Random):
-    """``(assistant text, error message)`` of a plausible move the environment refuses: ``near`` misspelt."""
+REFUSED_KINDS = ("misspelt", "blend", "repeat")
+
+
+def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
+    """``near`` cut short, or with one letter changed so that it is no allowed word."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     bad = near[: rng.randrange(1, len(near))] if rng.random() < 0.3 else near
     for _ in range(100):
@@ -183,11 +192,46 @@ def _refused_move(style: PromptStyle, words: WordList, played: list, near: str, 
         cand = near[:k] + rng.choice(letters) + near[k + 1:]
         if not words.is_allowed(cand):
             bad = cand
+    return bad
+
+
+def _blend(solver: EntropySolver, played: list, near: str, rng: random.Random) -> str | None:
+    """A non-word spliced from ``near`` (or another answer word that fits ``played``) and a second fitting word.
+
+    Where ``near`` is the only answer word that fits, the second word is an answer word that differs from it in at
+    most two places. ``None`` when no splice is a non-word.
+    """
+    words = solver.words
+    fits = [words.answers[int(i)] for i in solver.candidates(played)]
+    if len(fits) < 2:
+        fits = [w for w in words.answers if sum(a != b for a, b in zip(w, near)) <= 2]
+    for _ in range(50):
+        a = near if rng.random() < 0.5 or near not in fits else rng.choice(fits)
+        b = rng.choice(fits)
+        j = rng.randrange(1, len(near))
+        text = a[:j] + b[j:]
+        if not words.is_allowed(text):
+            return text
+    return None
+
+
+def _refused_move(style: PromptStyle, solver: EntropySolver, played: list, near: str, kind: str,
+                  rng: random.Random) -> tuple[str, str, str]:
+    """``(assistant text, error message, kind)`` of a plausible move that the environment refuses: of ``kind``, or
+    misspelt where no blend exists."""
+    words = solver.words
+    bad = None
+    if kind == "blend":
+        bad = _blend(solver, played, near, rng)
+    elif kind == "repeat" and played:
+        bad = rng.choice(played)[0]
+    if bad is None:
+        bad, kind = _misspelt(words, near, rng), "misspelt"
     text = format_answer(style, bad)
     result = parse(text, style, words=words, history=played)
     if result.ok:
         raise DataError(f"internal: refused move {text!r} was accepted")
-    return text, result.message
+    return text, result.message, kind
 
 
 def _strong_openers(solver: EntropySolver, k: int) -> list[str]:
@@ -240,7 +284,10 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     mix = check_solver_mix(cfg.solver_mix)
+    refused_kinds = check_refused_kinds(cfg.refused_kinds)
+    kinds = list(refused_kinds)
     _check_share("balance_share", cfg.balance_share)
+    _check_share("refused_share", cfg.refused_share)
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -294,8 +341,13 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
         history, reasons = _play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
         played = list(history)
+        kind = kinds[0]
+        if refuse_at is not None and len(kinds) > 1:  # a single kind draws nothing: the same games as before
+            kind = rng.choices(kinds, list(refused_kinds.values()))[0]
+        if refuse_at is not None and kind != "misspelt":  # blends and repeats follow feedback: any later turn
+            refuse_at = rng.randrange(1, len(history)) if len(history) > 1 else None
         if refuse_at is not None and refuse_at < len(history):  # a refused move costs a turn (lose_turn)
-            text, msg = _refused_move(style, words, history[:refuse_at], history[refuse_at][0], rng)
+            text, msg, kind = _refused_move(style, entropy, history[:refuse_at], history[refuse_at][0], kind, rng)
             history.insert(refuse_at, (text, None, msg))
             reasons.insert(refuse_at, ("refused", None))
         else:
@@ -316,6 +368,7 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             "messages": messages, "answer": answer, "split": "outside" if is_wide else "train",
             "solver": "wide" if is_wide else "balanced" if balanced and len(played) > 1 else solver.name,
             "start": first[0] if first else "solver", "random_second": random_second, "refused_at": refuse_at,
+            "refused_kind": kind if refuse_at is not None else None,
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
         })
@@ -356,19 +409,34 @@ def _check_weights(mix: dict, what: str, rule: str) -> None:
         raise DataError(f"bad {what} mix {mix}: {rule}, weights >= 0, not all zero")
 
 
-def check_solver_mix(mix: dict[str, float]) -> dict[str, float]:
-    """Validate ``{solver: weight}`` and normalise the weights (order kept, zero weights dropped)."""
-    unknown = sorted(set(mix) - set(SOLVERS))
+def _check_named_mix(mix: dict[str, float], what: str, known) -> dict[str, float]:
+    """Validate ``{name: weight}`` against the ``known`` names and normalise the weights (order kept, zeros dropped)."""
+    unknown = sorted(set(mix) - set(known))
     if unknown:
-        raise DataError(f"bad solver mix {mix}: unknown solver(s) {', '.join(unknown)}; known: {sorted(SOLVERS)}")
-    _check_weights(mix, "solver", f"solvers from {sorted(SOLVERS)}")
+        raise DataError(f"bad {what} mix {mix}: unknown {what}(s) {', '.join(unknown)}; known: {sorted(known)}")
+    _check_weights(mix, what, f"{what}s from {sorted(known)}")
     total = sum(mix.values())
     return {k: w / total for k, w in mix.items() if w > 0}
+
+
+def check_solver_mix(mix: dict[str, float]) -> dict[str, float]:
+    """Validate ``{solver: weight}`` and normalise the weights (order kept, zero weights dropped)."""
+    return _check_named_mix(mix, "solver", SOLVERS)
 
 
 def parse_solver_mix(text: str) -> dict[str, float]:
     """``"candidate:0.7,random:0.3"`` -> ``{"candidate": 0.7, "random": 0.3}`` (weights are normalised)."""
     return check_solver_mix(_parse_pairs(text, "solver", str, "entropy:0.75,search:0.25"))
+
+
+def check_refused_kinds(mix: dict[str, float]) -> dict[str, float]:
+    """Validate ``{kind: weight}`` (kinds from :data:`REFUSED_KINDS`) and normalise the weights."""
+    return _check_named_mix(mix, "refused-move", REFUSED_KINDS)
+
+
+def parse_refused_kinds(text: str) -> dict[str, float]:
+    """``"blend:0.8,misspelt:0.2"`` -> ``{"blend": 0.8, "misspelt": 0.2}`` (weights are normalised)."""
+    return check_refused_kinds(_parse_pairs(text, "refused-move", str, "blend:0.7,misspelt:0.2,repeat:0.1"))
 
 
 def check_depth_mix(mix: dict[int, float]) -> dict[int, float]:
@@ -520,6 +588,8 @@ def stats(rows: list[dict], splits: Splits | None = None) -> dict:
         out["won"] = sum(bool(r.get("won")) for r in rows)
     if rows and "refused_at" in rows[0]:
         out["refused_move_shown"] = sum(r["refused_at"] is not None for r in rows)
+    if rows and "refused_kind" in rows[0]:
+        out["refused_kind"] = dict(sorted(Counter(r["refused_kind"] for r in rows if r["refused_kind"]).items()))
     if rows and "depth" in rows[0]:
         out["history_depth"] = dict(sorted(Counter(r["depth"] for r in rows).items()))
     for key in ("solver", "start", "status"):

@@ -22,8 +22,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MODEL_PRESETS", "ModelPreset", "phrases", "build_tokenizer", "build_model", "init_model",
-           "load_model", "pick_device", "cpu_has_native_bf16"]
+from wordle_rl.words import load_word_lists
+
+__all__ = ["MODEL_PRESETS", "ModelPreset", "WORD_TOKENS", "phrases", "build_tokenizer", "build_model", "init_model",
+           "spell_word_embeddings", "load_model", "pick_device", "cpu_has_native_bf16"]
 
 SPECIAL = ["<|pad|>", "<|unk|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -83,16 +85,35 @@ def phrases(max_turns: int = 6) -> list[str]:
     return sorted(out, key=lambda p: (-len(p), p))
 
 
-def build_tokenizer(max_turns: int = 6):
-    """Character tokens + renderer phrases, a chat template, pad/bos/eos/unk; a ``PreTrainedTokenizerFast``."""
+WORD_TOKENS = ("none", "answers")
+
+
+def build_tokenizer(max_turns: int = 6, word_tokens: str = "none"):
+    """Character tokens + renderer phrases, a chat template, pad/bos/eos/unk; a ``PreTrainedTokenizerFast``.
+
+    ``word_tokens="answers"`` adds one token per word of the public answer list, used where the word stands alone
+    in lower case (as a guess does); any other string, the feedback's upper-case letters included, is spelled
+    letter by letter, so a word outside the list (or a non-word) can still be written.
+
+    >>> tok = build_tokenizer(word_tokens="answers")
+    >>> [tok.decode([i]) for i in tok("<guess>crane</guess> CRANE cranes", add_special_tokens=False)["input_ids"]][:4]
+    ['<guess>', 'crane', '</guess>', ' ']
+    >>> len(tok("cranes", add_special_tokens=False)["input_ids"])
+    6
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
+    if word_tokens not in WORD_TOKENS:
+        raise ValueError(f"word_tokens must be one of {WORD_TOKENS}, got {word_tokens!r}")
     phr = phrases(max_turns)
     chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
-    vocab = {tok: i for i, tok in enumerate(SPECIAL + chars + [p for p in phr if p not in chars])}
+    words = list(load_word_lists().answers) if word_tokens == "answers" else []
+    vocab = {tok: i for i, tok in enumerate(SPECIAL + chars + [p for p in phr if p not in chars] + words)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     alternation = "|".join(_regex_escape(p) for p in SPECIAL + phr)
+    if words:  # a whole lower-case word only: never a piece of a longer string of letters
+        alternation += "|(?<![a-z])(?:" + "|".join(words) + ")(?![a-z])"
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(f"{alternation}|[\\s\\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", unk_token="<|unk|>",
@@ -132,18 +153,37 @@ def build_model(vocab_size: int, preset: str = "mini", pad_token_id: int = 0, bo
     return Qwen3ForCausalLM(cfg)
 
 
-def init_model(out: str | Path, preset: str = "mini", seed: int = 0) -> Path:
+def spell_word_embeddings(model, tok, words, generator) -> None:
+    """Start each word token's embedding as the sum of one random vector per (position, letter) of the word.
+
+    With tied embeddings a word's logit is then, at the start, a sum of per-position letter scores, so words that
+    share letters in place score alike, held-out words included; training moves every vector on from there.
+    """
+    import torch
+
+    emb = model.get_input_embeddings().weight
+    length = len(words[0])
+    parts = torch.randn(length, 26, emb.shape[1], generator=generator) * model.config.initializer_range
+    with torch.no_grad():
+        for w in words:
+            vec = sum(parts[j, ord(c) - 97] for j, c in enumerate(w)) / length ** 0.5
+            emb[tok.convert_tokens_to_ids(w)] = vec.to(emb.dtype)
+
+
+def init_model(out: str | Path, preset: str = "mini", seed: int = 0, word_tokens: str = "none") -> Path:
     """Build the embedded default (tokenizer + model) and ``save_pretrained`` both to ``out``."""
     import torch
 
     out = Path(out)
-    tok = build_tokenizer()
+    tok = build_tokenizer(word_tokens=word_tokens)
     torch.manual_seed(seed)
     model = build_model(len(tok), preset, tok.pad_token_id, tok.bos_token_id, tok.eos_token_id)
+    if word_tokens == "answers":
+        spell_word_embeddings(model, tok, load_word_lists().answers, torch.Generator().manual_seed(seed))
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "wordle_rl.json").write_text(json.dumps({"preset": preset, "seed": seed,
+    (out / "wordle_rl.json").write_text(json.dumps({"preset": preset, "seed": seed, "word_tokens": word_tokens,
                                                     "parameters": sum(p.numel() for p in model.parameters())},
                                                    indent=1))
     return out

@@ -36,6 +36,11 @@ class DataSection:
         "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
     sft_wide_answers_first: bool = field(default=False, metadata={
         "help": "Wide SFT games guess fitting answer words while any fits (SftConfig.wide_answers_first)."})
+    sft_refused_share: float = field(default=0.15, metadata={
+        "help": "Share of SFT games showing one refused move and the environment's reply (SftConfig.refused_share)."})
+    sft_refused_kinds: str = field(default="misspelt:1", metadata={
+        "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
+                "(SftConfig.refused_kinds)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     rl_wide_share: float = field(default=0.0, metadata={
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
@@ -49,6 +54,9 @@ class ModelSection:
     name: str = field(default="init:mini", metadata={
         "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."})
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (hub models)."})
+    word_tokens: str = field(default="none", metadata={
+        "help": "init: models only: 'answers' gives the tokenizer one token per answer-list word "
+                "(models.WORD_TOKENS)."})
 
 
 @dataclass
@@ -191,18 +199,22 @@ def load_config(spec: str | None) -> PipelineConfig:
 
 
 def _validate(cfg: PipelineConfig) -> PipelineConfig:
-    from wordle_rl.data import DataError, parse_depth_mix, parse_solver_mix
+    from wordle_rl.data import DataError, parse_depth_mix, parse_refused_kinds, parse_solver_mix
     from wordle_rl.evaluate import DECODE_MODES
+    from wordle_rl.models import WORD_TOKENS
     from wordle_rl.prompts import STYLES
     from wordle_rl.solvers import SOLVERS
 
     if cfg.data.style not in STYLES:
         raise ConfigError(f"data.style: {cfg.data.style!r} is not one of {STYLES}")
-    for key, parse in (("sft_solvers", parse_solver_mix), ("depth_mix", parse_depth_mix)):
+    for key, parse in (("sft_solvers", parse_solver_mix), ("sft_refused_kinds", parse_refused_kinds),
+                       ("depth_mix", parse_depth_mix)):
         try:
             parse(getattr(cfg.data, key))
         except DataError as e:
             raise ConfigError(f"data.{key}: {e}") from e
+    if cfg.model.word_tokens not in WORD_TOKENS:
+        raise ConfigError(f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}")
     bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
     if bad:
         raise ConfigError(f"eval.decodes: {bad} not in {DECODE_MODES}")
@@ -297,6 +309,7 @@ class Runner:
             generate_rl,
             generate_sft,
             parse_depth_mix,
+            parse_refused_kinds,
             parse_solver_mix,
             save_dataset,
         )
@@ -307,7 +320,9 @@ class Runner:
                                                   solver_mix=parse_solver_mix(d.sft_solvers),
                                                   balance_share=d.sft_balance_share,
                                                   wide_share=d.sft_wide_share,
-                                                  wide_answers_first=d.sft_wide_answers_first))
+                                                  wide_answers_first=d.sft_wide_answers_first,
+                                                  refused_share=d.sft_refused_share,
+                                                  refused_kinds=parse_refused_kinds(d.sft_refused_kinds)))
         check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
@@ -321,7 +336,8 @@ class Runner:
 
         name = self.cfg.model.name
         if name.startswith("init:"):
-            init_model(self.paths["model"], name.split(":", 1)[1], seed=self.cfg.seed)
+            init_model(self.paths["model"], name.split(":", 1)[1], seed=self.cfg.seed,
+                       word_tokens=self.cfg.model.word_tokens)
             return {"model": str(self.paths["model"])}
         return {"model": name}
 

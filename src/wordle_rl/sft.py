@@ -241,6 +241,19 @@ class SoftTargets:
         self.matrix = pattern_matrix(self.words)
         self.codes = encode_words(self.words.answers)
         self._cached = lru_cache(maxsize=4096)(self._distributions)  # the early, shared states
+        self._cached_words = lru_cache(maxsize=4096)(self._word_distribution)
+
+    def word_distribution(self, history) -> np.ndarray:
+        """``p[i]``: ``1/n`` for each of the ``n`` answer words that fit ``history``, else 0 (for a tokenizer with a
+        token per answer word, where a guess is one token)."""
+        return self._cached_words(tuple((g, p if isinstance(p, str) else int(p)) for g, p in history))
+
+    def _word_distribution(self, history: tuple) -> np.ndarray:
+        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
+        fits = candidate_indices(self.words, hist, self.matrix)
+        out = np.zeros(len(self.words.answers), dtype=np.float32)
+        out[fits] = 1.0 / max(1, len(fits))
+        return out
 
     def letter_distributions(self, history, guess: str) -> list[tuple[int, np.ndarray]]:
         """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers with ``guess[:j]``
@@ -262,18 +275,44 @@ class SoftTargets:
 
 
 class SoftTargetCollator:
-    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess letter) and
-    ``soft_probs`` (its 26-letter target) for the imitated guesses of each game."""
+    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess token) and
+    ``soft_probs`` (its target over ``target_ids``) for the imitated guesses of each game.
+
+    A tokenizer that spells a guess one letter per token gets each letter's distribution over the fitting answer
+    words with the guess's prefix (``target_ids``: the 26 letters); one with a token per answer word
+    (``init-model --word-tokens answers``) gets the distribution over the fitting answer words themselves
+    (``target_ids``: the answer-word tokens; a guess spelled in letters, i.e. not an answer word, gets none).
+    """
 
     def __init__(self, base, tokenizer, targets: SoftTargets | None = None):
         self.base = base
         self.targets = targets or SoftTargets()
+        unk = tokenizer.unk_token_id
+        word_ids = tokenizer.convert_tokens_to_ids(list(self.targets.words.answers))
+        self.word_tokens = unk not in word_ids and all(
+            tokenizer(w, add_special_tokens=False)["input_ids"] == [i] for w, i in zip(self.targets.words.answers[:50],
+                                                                                     word_ids))
         ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
         spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
-        if tokenizer.unk_token_id in ids or spelled != _ids_of("crane", ids):
-            raise ValueError("soft targets need a tokenizer that spells a guess one letter per token (the embedded "
-                             "default does; a BPE tokenizer such as Qwen's does not): set soft_target_weight=0")
+        if not self.word_tokens and (unk in ids or spelled != _ids_of("crane", ids)):
+            raise ValueError("soft targets need a tokenizer that spells a guess one letter per token, or one with a "
+                             "token per answer word (the embedded default has either; a BPE tokenizer such as "
+                             "Qwen's has neither): set soft_target_weight=0")
         self.letter_ids = ids
+        self.target_ids = word_ids if self.word_tokens else ids
+        self._word_id = dict(zip(self.targets.words.answers, word_ids))
+
+    def _targets(self, history, k: int, guess: str, span: list[int]) -> list[tuple[int, np.ndarray]]:
+        """``[(offset in span of the logit, target)]`` for the guess of turn ``k``."""
+        if self.word_tokens:
+            if guess not in self._word_id:
+                return []
+            at = _find_last(span, [self._word_id[guess]])
+            return [] if at is None else [(at - 1, self.targets.word_distribution(history[:k]))]
+        at = _find_last(span, _ids_of(guess, self.letter_ids))
+        if at is None:
+            raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
+        return [(at + j - 1, p) for j, p in self.targets.letter_distributions(history[:k], guess)]
 
     def __call__(self, examples: list[dict]) -> dict:
         extras = [(ex.pop("history", None), ex.pop("soft_turns", None)) for ex in examples]
@@ -286,16 +325,13 @@ class SoftTargetCollator:
                 raise ValueError(f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in the "
                                  "game's history (was the conversation truncated? raise max_length)")
             for (start, end), k in zip(spans, turns):
-                guess = history[k][0]
-                at = _find_last(ex["input_ids"][start:end], _ids_of(guess, self.letter_ids))
-                if at is None:
-                    raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
-                for j, p in self.targets.letter_distributions(history[:k], guess):
-                    index.append((b, start + at + j - 1))  # the logit one position before the letter predicts it
+                for offset, p in self._targets(history, k, history[k][0], ex["input_ids"][start:end]):
+                    index.append((b, start + offset))  # the logit one position before a token predicts it
                     probs.append(p)
         batch = self.base(examples)
         batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
-        batch["soft_probs"] = torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, 26)
+        batch["soft_probs"] = (torch.from_numpy(np.stack(probs)) if probs
+                               else torch.zeros(0, len(self.target_ids)))
         return batch
 
 
@@ -365,8 +401,8 @@ class WordleSFTTrainer(SFTTrainer):
         token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         n = mask.sum() if num_items_in_batch is None else num_items_in_batch
         hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
-        letters = logp[soft_index[:, 0], soft_index[:, 1]][:, self.data_collator.letter_ids]
-        soft = -(soft_probs.to(letters) * letters).sum(-1).mean() if len(soft_index) else hard.new_zeros(())
+        targets = logp[soft_index[:, 0], soft_index[:, 1]][:, self.data_collator.target_ids]
+        soft = -(soft_probs.to(targets) * targets).sum(-1).mean() if len(soft_index) else hard.new_zeros(())
         # the hard part is already a share of all micro-batches' tokens; the soft mean is per micro-batch, so it is
         # divided by the accumulation steps whenever the Trainer will not do it
         scaled = getattr(self, "loss_is_scaled_for_ga", None)
