@@ -243,14 +243,23 @@ class SoftTargets:
         self._cached = lru_cache(maxsize=4096)(self._distributions)  # the early, shared states
         self._cached_words = lru_cache(maxsize=4096)(self._word_distribution)
 
+    @staticmethod
+    def _key(history) -> tuple:
+        """A hashable cache key of ``[(guess, pattern as int or "GYX.." string)]``."""
+        return tuple((g, p if isinstance(p, str) else int(p)) for g, p in history)
+
+    def _fits(self, history: tuple) -> np.ndarray:
+        """Indices of the answer words that fit a keyed history."""
+        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
+        return candidate_indices(self.words, hist, self.matrix)
+
     def word_distribution(self, history) -> np.ndarray:
         """``p[i]``: ``1/n`` for each of the ``n`` answer words that fit ``history``, else 0 (for a tokenizer with a
         token per answer word, where a guess is one token)."""
-        return self._cached_words(tuple((g, p if isinstance(p, str) else int(p)) for g, p in history))
+        return self._cached_words(self._key(history))
 
     def _word_distribution(self, history: tuple) -> np.ndarray:
-        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
-        fits = candidate_indices(self.words, hist, self.matrix)
+        fits = self._fits(history)
         out = np.zeros(len(self.words.answers), dtype=np.float32)
         out[fits] = 1.0 / max(1, len(fits))
         return out
@@ -258,12 +267,10 @@ class SoftTargets:
     def letter_distributions(self, history, guess: str) -> list[tuple[int, np.ndarray]]:
         """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers with ``guess[:j]``
         as prefix whose letter ``j`` is ``l``; stops at the first prefix no fitting answer has."""
-        key = tuple((g, p if isinstance(p, str) else int(p)) for g, p in history)
-        return self._cached(key, guess)
+        return self._cached(self._key(history), guess)
 
     def _distributions(self, history: tuple, guess: str) -> list[tuple[int, np.ndarray]]:
-        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
-        codes = self.codes[candidate_indices(self.words, hist, self.matrix)]
+        codes = self.codes[self._fits(history)]
         target = encode_words([guess])[0]
         out = []
         for j in range(len(target)):
