@@ -251,39 +251,6 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
         generate_sft(splits, SftConfig(games=5, refused_share=1.5), words)
 
 
-def test_notes_games_write_what_the_feedback_proves(splits, words):
-    """``--think-kind notes``: every assistant turn, refused moves included, opens with the notes of the played
-    guesses before it; every answer word that fits those guesses agrees with the notes (greens in place, loose
-    letters present at least as often, absent letters absent), and the games replay exactly in the environment."""
-    rows = generate_sft(splits, SftConfig(games=200, seed=4, think=True, think_kind="notes", refused_share=0.5),
-                        words)
-    assert len(_replay(rows, words, think=True)) > 50
-    checked = 0
-    for row in rows:
-        history = [(g, str_to_pattern(p)) for g, p in row["history"]]
-        assistant = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
-        played = 0
-        for k, text in enumerate(assistant):
-            m = re.fullmatch(r"<think>(.*)</think><guess>(.*)</guess>", text, re.S)
-            assert m, text
-            state = history[:played]
-            if not state:
-                assert m.group(1) == ""
-            else:
-                slots, loose, absent = re.fullmatch(r"([A-Z.]{5})\+([A-Z]*)-([A-Z]*)", m.group(1)).groups()
-                for w in _candidates(words, state):
-                    assert all(s == "." or s.lower() == c for s, c in zip(slots, w))
-                    rest = [c for s, c in zip(slots, w) if s == "."]
-                    assert all(rest.count(c.lower()) >= loose.count(c) for c in set(loose))
-                    assert not set(absent.lower()) & set(w)
-                checked += 1
-            if k != row["refused_at"]:
-                played += 1
-    assert checked > 200
-    with pytest.raises(DataError, match="think_kind"):
-        generate_sft(splits, SftConfig(games=5, think_kind="essay"), words)
-
-
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
     def later_guesses(rows):  # every guess after the opener (all trained here: no exploration, no refusals)
         counts = {}

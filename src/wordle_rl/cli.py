@@ -321,8 +321,6 @@ def data_sft(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     style: StyleOpt = "xml",
     think: ThinkOpt = True,
-    think_kind: Annotated[str, typer.Option(help="With --think: rationale (facts in English) or notes (a compact "
-                                                 "scratchpad of what the feedback proves).")] = "rationale",
     solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
                                          )] = "candidate:0.8,random:0.2",
     balance_share: Annotated[float, typer.Option(help="Share of games that write the least-written remaining "
@@ -348,8 +346,8 @@ def data_sft(
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
         rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
-                                                      think_kind=think_kind, solver_mix=mix,
-                                                      balance_share=balance_share, wide_share=wide_share,
+                                                      solver_mix=mix, balance_share=balance_share,
+                                                      wide_share=wide_share,
                                                       wide_answers_first=wide_answers_first,
                                                       refused_share=refused_share, refused_kinds=kinds))
     path = save_dataset(rows, out, "sft")

@@ -26,12 +26,12 @@ import numpy as np
 
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
-from wordle_rl.prompts import Knowledge, PromptStyle, format_answer, notes, render_conversation
+from wordle_rl.prompts import Knowledge, PromptStyle, format_answer, render_conversation
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
 __all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
-           "REFUSED_KINDS", "THINK_KINDS", "parse_refused_kinds", "check_refused_kinds",
+           "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
 
@@ -145,10 +145,6 @@ class SftConfig:
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | brackets | plain."})
     think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/plain styles)."})
-    think_kind: str = field(default="rationale", metadata={
-        "help": "What a <think> block holds (with think): rationale (the facts in English, the candidates and the "
-                "split) or notes (a compact scratchpad of what the feedback proves, `prompts.notes`, about 10 "
-                "tokens a turn)."})
     solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
         "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})
     n_openers: int = field(default=12, metadata={"help": "Strong openers (top by entropy) to vary the start."})
@@ -183,7 +179,6 @@ class SftConfig:
 
 
 REFUSED_KINDS = ("misspelt", "blend", "repeat")
-THINK_KINDS = ("rationale", "notes")
 
 
 def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
@@ -221,9 +216,9 @@ def _blend(solver: EntropySolver, played: list, near: str, rng: random.Random) -
 
 
 def _refused_move(style: PromptStyle, solver: EntropySolver, played: list, near: str, kind: str,
-                  rng: random.Random, think: str | None = None) -> tuple[str, str, str]:
+                  rng: random.Random) -> tuple[str, str, str]:
     """``(assistant text, error message, kind)`` of a plausible move that the environment refuses: of ``kind``, or
-    misspelt where no blend exists; ``think`` is the text of its think block (think styles)."""
+    misspelt where no blend exists."""
     words = solver.words
     bad = None
     if kind == "blend":
@@ -232,7 +227,7 @@ def _refused_move(style: PromptStyle, solver: EntropySolver, played: list, near:
         bad = rng.choice(played)[0]
     if bad is None:
         bad, kind = _misspelt(words, near, rng), "misspelt"
-    text = format_answer(style, bad, think)
+    text = format_answer(style, bad)
     result = parse(text, style, words=words, history=played)
     if result.ok:
         raise DataError(f"internal: refused move {text!r} was accepted")
@@ -289,8 +284,6 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     words = words or load_word_lists()
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     mix = check_solver_mix(cfg.solver_mix)
-    if cfg.think_kind not in THINK_KINDS:
-        raise DataError(f"think_kind must be one of {THINK_KINDS}, got {cfg.think_kind!r}")
     refused_kinds = check_refused_kinds(cfg.refused_kinds)
     kinds = list(refused_kinds)
     _check_share("balance_share", cfg.balance_share)
@@ -348,17 +341,13 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
         history, reasons = _play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
         played = list(history)
-        if cfg.think_kind == "notes":
-            reasons = [(reason, notes(history[:k], words.length)) for k, (reason, _) in enumerate(reasons)]
         kind = kinds[0]
         if refuse_at is not None and len(kinds) > 1:  # a single kind draws nothing: the same games as before
             kind = rng.choices(kinds, list(refused_kinds.values()))[0]
         if refuse_at is not None and kind != "misspelt":  # blends and repeats follow feedback: any later turn
             refuse_at = rng.randrange(1, len(history)) if len(history) > 1 else None
         if refuse_at is not None and refuse_at < len(history):  # a refused move costs a turn (lose_turn)
-            think = notes(history[:refuse_at], words.length) if cfg.think_kind == "notes" else None
-            text, msg, kind = _refused_move(style, entropy, history[:refuse_at], history[refuse_at][0], kind, rng,
-                                            think)
+            text, msg, kind = _refused_move(style, entropy, history[:refuse_at], history[refuse_at][0], kind, rng)
             history.insert(refuse_at, (text, None, msg))
             reasons.insert(refuse_at, ("refused", None))
         else:

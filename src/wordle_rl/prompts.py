@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
-           "invalid_message", "format_answer", "render_conversation", "Turn", "TILE_MARKS", "notes"]
+           "invalid_message", "format_answer", "render_conversation", "Turn", "TILE_MARKS"]
 
 STYLES = ("xml", "brackets", "plain")
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
@@ -121,29 +121,6 @@ class Knowledge:
         if self.absent:
             lines.append("Letters not in the word: " + ", ".join(c.upper() for c in self.absent) + ".")
         return lines
-
-
-def notes(history, length: int = 5) -> str:
-    """A compact scratchpad of what the feedback so far proves, for a model to write before its guess
-    (``data sft --think --think-kind notes``): the known letter of each position (``.`` where unknown), ``+``
-    and the letters known to be in the word but not yet placed (one per copy), ``-`` and the letters not in it.
-    Empty before the first feedback.
-
-    >>> from wordle_rl.game import str_to_pattern
-    >>> notes([])
-    ''
-    >>> notes([("fetid", str_to_pattern("XGYYY"))])
-    '.E...+DIT-F'
-    >>> notes([("speed", str_to_pattern("XXGYX")), ("crepe", str_to_pattern("XXGXG"))])
-    '..E.E+-CDPRS'
-    """
-    if not history:
-        return ""
-    k = Knowledge.from_history(history, length)
-    slots = "".join(k.fixed.get(i, ".").upper() for i in range(length))
-    placed = {c: sum(1 for v in k.fixed.values() if v == c) for c in k.present}
-    loose = "".join(c.upper() * (k.min_count[c] - placed[c]) for c in k.present)
-    return f"{slots}+{loose}-{''.join(c.upper() for c in k.absent)}"
 
 
 def system_prompt(style: PromptStyle) -> str:
