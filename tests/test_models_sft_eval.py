@@ -35,6 +35,9 @@ def test_tokenizer_round_trip_and_phrases(micro):
     assert len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1  # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
     assert [tok.decode([i]) for i in ids[6:11]] == ["X", " X", " G", " G", " G"]
     assert len(tok("é", add_special_tokens=False)["input_ids"]) == 1  # unknown chars map to <|unk|>
+    tiles = "C:Y R:Y A:G N:X E:Y\nYou have 5 guesses left."  # the tiles style: one token per letter and mark
+    ids = tok(tiles, add_special_tokens=False)["input_ids"]
+    assert [tok.decode([i]) for i in ids] == ["C:Y", " R:Y", " A:G", " N:X", " E:Y", "\nYou have 5 guesses left."]
 
 
 def test_chat_template_masks_assistant_and_skips_untrained_turns(micro, sft_data):

@@ -97,6 +97,13 @@ def test_unknown_style():
         PromptStyle("yaml")
 
 
+def test_tiles_feedback_pairs_each_letter_with_its_mark():
+    tiles = PromptStyle("tiles", think=False)
+    msgs = render_conversation(tiles, [("speed", score("speed", "abide"))])  # repeated E: the first Y, the second X
+    assert msgs[-1]["content"] == "S:X P:X E:Y E:X D:Y\nYou have 5 guesses left."
+    assert format_answer(tiles, "speed") == "<guess>speed</guess>"  # answers as in the xml style
+
+
 def test_brackets_feedback_textarena_form():
     msgs = render_conversation(BR, [("crane", score("crane", "react"))])
     assert "C R A N E\nY Y G X Y" in msgs[-1]["content"]

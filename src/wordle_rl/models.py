@@ -76,6 +76,8 @@ def phrases(max_turns: int = 6) -> list[str]:
         left = f"You have {n} guess{'es' if n != 1 else ''} left."
         out |= {left, "\n" + left}
     out |= {" " + t for t in prompts.TILE_MARKS}  # "Y X G" -> "Y", " X", " G": one token per mark
+    tiles = {f"{chr(c)}:{t}" for c in range(ord("A"), ord("Z") + 1) for t in prompts.TILE_MARKS}
+    out |= tiles | {" " + t for t in tiles}  # the tiles style: "C:G R:X" -> "C:G", " R:X"
     out |= {"Known positions: ", "Letters in the word: ", "Letters not in the word: ", "Guesses so far: ",
             "Your guess ", " got ", "not in position ", "exactly once", "exactly ", "at least ", " times",
             "Invalid move: ", "You submitted ", "Feedback:\n", "Possible answers: ", "No feedback yet. ",

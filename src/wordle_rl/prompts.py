@@ -5,6 +5,8 @@ Three styles, each producing chat messages ready for ``tokenizer.apply_chat_temp
 - ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>`` with
   ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
 - ``brackets``: the model answers ``[word]``; feedback in the TextArena style (letters over colours).
+- ``tiles``: as ``xml``, but each feedback tile is written as its letter and mark together (``C:G R:X A:Y N:X E:X``),
+  so a letter and its mark are one token for the embedded tokenizer and need no lining up by position.
 - ``plain``: each user turn is a plain-English summary of everything known so far; answers as in ``xml``.
 
     >>> style = PromptStyle("xml", think=False)
@@ -24,9 +26,9 @@ from dataclasses import dataclass, field
 from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
-           "invalid_message", "format_answer", "render_conversation", "Turn", "TILE_MARKS"]
+           "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS"]
 
-STYLES = ("xml", "brackets", "plain")
+STYLES = ("xml", "tiles", "brackets", "plain")
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
 _TILE = {GREEN: "G", YELLOW: "Y", GREY: "X"}
 TILE_MARKS = tuple(_TILE.values())
@@ -164,9 +166,21 @@ def feedback_message(style: PromptStyle, history: list[tuple[str, int]], turns_u
                 f"{_left(style, turns_used)}")
     elif style.name == "xml":
         text = f"{guess.upper()} -> {marks}\n{_left(style, turns_used)}"
+    elif style.name == "tiles":
+        text = f"{tile_line(guess, pattern)}\n{_left(style, turns_used)}"
     else:
         text = _plain_summary(style, history, turns_used)
     return text + _hint(style, n_candidates)
+
+
+def tile_line(guess: str, pattern: int) -> str:
+    """Feedback of the ``tiles`` style: each letter with its mark.
+
+    >>> from wordle_rl.game import score
+    >>> tile_line("crane", score("crane", "react"))
+    'C:Y R:Y A:G N:X E:Y'
+    """
+    return " ".join(f"{c.upper()}:{_TILE[t]}" for c, t in zip(guess, pattern_to_tiles(pattern, len(guess))))
 
 
 def _plain_summary(style: PromptStyle, history, turns_used: int) -> str:

@@ -56,7 +56,7 @@ class WordleSFTConfig(SFTConfig):
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (PEFT) instead of all weights."})
     output_dir: str = field(default="runs/sft", metadata={"help": "Where checkpoints and the final model go."})
     assistant_only_loss: bool = field(default=True, metadata={"help": "Loss on assistant tokens only."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    learning_rate: float = field(default=1.5e-3, metadata={"help": "Peak learning rate."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
     warmup_steps: float = field(default=0, metadata={
         "help": "Linear warm-up: steps (>= 1) or a share of max_steps (< 1). 0, as in every measured run."})
