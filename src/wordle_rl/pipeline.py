@@ -46,7 +46,7 @@ class DataSection:
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
     style: str = field(default="xml", metadata={"help": "Prompt style: xml | tiles | brackets | plain."})
-    think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/plain)."})
+    think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/tiles/plain)."})
 
 
 @dataclass
@@ -64,7 +64,7 @@ class TrainSection:
     enabled: bool = field(default=True, metadata={"help": "Run this stage."})
     max_steps: int = field(default=750, metadata={"help": "Optimizer steps."})
     batch_size: int = field(default=32, metadata={"help": "Conversations (SFT) or games (GRPO) per step."})
-    learning_rate: float = field(default=1.5e-3, metadata={"help": "Peak learning rate."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
     time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop after this long."})
     schedule_follows_budget: bool = field(default=False, metadata={
         "help": "SFT: the cosine schedule also advances with the time spent, so it ends at the budget "

@@ -1,6 +1,6 @@
 """The one prompt renderer shared by data generation, training and evaluation.
 
-Three styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
+Four styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
 
 - ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>`` with
   ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
