@@ -160,12 +160,11 @@ def feedback_message(style: PromptStyle, history: list[tuple[str, int]], turns_u
                      n_candidates: int | None = None) -> str:
     """The user message after a played guess; ``history`` holds the played guesses so far, last one included."""
     guess, pattern = history[-1]
-    marks = " ".join(_TILE[t] for t in pattern_to_tiles(pattern, len(guess)))
     if style.name == "brackets":
-        text = (f"You submitted [{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{marks}\n\n"
-                f"{_left(style, turns_used)}")
+        text = (f"You submitted [{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{' '.join(_marks(guess, pattern))}"
+                f"\n\n{_left(style, turns_used)}")
     elif style.name == "xml":
-        text = f"{guess.upper()} -> {marks}\n{_left(style, turns_used)}"
+        text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
     elif style.name == "tiles":
         text = f"{tile_line(guess, pattern)}\n{_left(style, turns_used)}"
     else:
@@ -180,13 +179,17 @@ def tile_line(guess: str, pattern: int) -> str:
     >>> tile_line("crane", score("crane", "react"))
     'C:Y R:Y A:G N:X E:Y'
     """
-    return " ".join(f"{c.upper()}:{_TILE[t]}" for c, t in zip(guess, pattern_to_tiles(pattern, len(guess))))
+    return " ".join(f"{c.upper()}:{m}" for c, m in zip(guess, _marks(guess, pattern)))
+
+
+def _marks(guess: str, pattern: int) -> list[str]:
+    """One mark (G, Y or X) per letter of ``guess``."""
+    return [_TILE[t] for t in pattern_to_tiles(pattern, len(guess))]
 
 
 def _plain_summary(style: PromptStyle, history, turns_used: int) -> str:
     guess, pattern = history[-1]
-    marks = " ".join(_TILE[t] for t in pattern_to_tiles(pattern, len(guess)))
-    lines = [f"Your guess {guess.upper()} got {marks}.",
+    lines = [f"Your guess {guess.upper()} got {' '.join(_marks(guess, pattern))}.",
              "Guesses so far: " + ", ".join(g.upper() for g, _ in history) + "."]
     lines += Knowledge.from_history(history, style.length).describe()
     lines.append(_left(style, turns_used))
