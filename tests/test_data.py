@@ -194,7 +194,7 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
     from wordle_rl.prompts import PromptStyle
     from wordle_rl.rewards import RewardContext
 
-    style, ctx = PromptStyle("xml", think=think), RewardContext(words)
+    style, ctx = PromptStyle(think=think), RewardContext(words)
     refused = []
     for row in rows:
         env = WordleEnv(EnvConfig(style=style), ctx=ctx)

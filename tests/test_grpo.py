@@ -19,13 +19,13 @@ def setup(tmp_path_factory, words):
     raw = init_model(root / "micro", "micro", seed=1)
     splits = make_splits(words, seed=0)
     # a few SFT steps so the policy writes guesses sometimes: groups then have reward spread to learn from
-    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, style="xml", think=False,
+    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
                                               solver_mix={"entropy": 1.0}), words)
     save_dataset(sft_rows, root / "sft", "sft")
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
                                     threads=1, save_steps=1000, disable_tqdm=True))
-    rows = generate_rl(splits, RlConfig(rows=12, seed=0, style="xml", think=False, depth_mix={0: 0.5, 2: 0.5}),
+    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5}),
                        words)
     save_dataset(rows, root / "rl", "rl")
     return root, model

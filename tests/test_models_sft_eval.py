@@ -4,7 +4,9 @@ import json
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from wordle_rl.cli import app
 from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
 from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, SolverPolicy, metrics, run_eval, wilson
 from wordle_rl.models import build_tokenizer, load_model
@@ -70,6 +72,12 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     after = load_model(str(out))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert (out / "checkpoint-8").is_dir() and (out / "wordle_rl_sft_config.json").is_file()
+    # the model records the prompt style of its data; eval refuses to prompt it in another one
+    assert json.loads((out / "wordle_rl_prompt.json").read_text()) == {"style": "xml", "think": False}
+    r = CliRunner().invoke(app, ["eval", "--model", str(out), "--split", "test", "--style", "tiles"])
+    assert r.exit_code != 0 and "trained on 'xml' prompts" in r.output and "--style xml" in r.output
+    r = CliRunner().invoke(app, ["eval", "--model", str(out), "--style", "xml", "--think"])
+    assert r.exit_code != 0 and "think=False" in r.output
     # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state restored)
     cfg2 = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=12, save_steps=4,
                            logging_steps=1, per_device_train_batch_size=8, threads=1, disable_tqdm=True)

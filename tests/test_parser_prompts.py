@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from wordle_rl.game import score
 from wordle_rl.parser import ERROR_CODES, parse
-from wordle_rl.prompts import STYLES, Knowledge, PromptStyle, format_answer, render_conversation
+from wordle_rl.prompts import STYLES, Knowledge, PromptStyle, detect_style, format_answer, render_conversation
 
 XML = PromptStyle("xml")
 XML_NT = PromptStyle("xml", think=False)
@@ -131,3 +131,14 @@ def test_plain_knowledge_is_true(words, rnd: random.Random):
     text = "\n".join(k.describe())
     for c in k.absent:
         assert c not in answer and c.upper() in text
+
+
+@pytest.mark.parametrize("name", STYLES)
+@pytest.mark.parametrize("think", [False, True])
+def test_the_style_of_a_rendered_game_is_recognised(name, think):
+    style = PromptStyle(name, think=think)
+    refused = ("qqqqq", None, "not in the word list")  # a refusal's reply is not feedback: it is skipped
+    history = [refused, ("crane", score("crane", "react")), ("trace", score("trace", "react"))]
+    msgs = render_conversation(style, history, thinks=[None, "vowels first", None])
+    assert detect_style([render_conversation(style, [])]) is None  # no feedback yet: nothing to recognise
+    assert detect_style([render_conversation(style, []), msgs]) == (name, style.uses_think)

@@ -69,16 +69,18 @@ def teacher_server():
     script = Script()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
     games = {}
-    from wordle_rl.game import pattern_to_str, score
+    from wordle_rl.game import score
+    from wordle_rl.prompts import PromptStyle, feedback_message
 
-    # the scripted teacher recognises its game's answer by the feedback to its first guess, SLATE
+    # the scripted teacher recognises its game's answer by the feedback to its first guess, SLATE, as the default
+    # prompt style writes it
 
     def answer_for(body):
-        fb = [m["content"] for m in body["messages"] if m["role"] == "user" and m["content"].startswith("SLATE")]
-        if not fb:
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if len(users) < 2:
             return "slate"
         for a in games["answers"]:
-            if fb[0].startswith("SLATE -> " + " ".join(pattern_to_str(score("slate", a)))):
+            if users[1] == feedback_message(PromptStyle(), [("slate", score("slate", a))], 1):
                 return a
         return "crane"
 

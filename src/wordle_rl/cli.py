@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wordle_rl.game import GREEN, YELLOW, Game, InvalidGuess, pattern_to_tiles
+from wordle_rl.prompts import DEFAULT_STYLE
 from wordle_rl.words import WordList, WordListError, load_word_lists
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL.")
@@ -219,7 +220,7 @@ def rewards_explain(
     answer: Annotated[str | None, typer.Option(help="The answer of a game typed on the command line.")] = None,
     guesses: Annotated[str | None, typer.Option(help="Comma-separated guesses or raw completions.")] = None,
     transcript: Annotated[Path | None, typer.Option(help="JSONL: {answer, completions} per game.")] = None,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = False,
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
     preset: Annotated[str, typer.Option(help="Reward weights preset.")] = "default",
@@ -319,7 +320,7 @@ def data_sft(
     splits: SplitsOpt = Path("data/splits.json"),
     games: Annotated[int, typer.Option(help="Number of solver games.")] = 20000,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
     solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
                                          )] = "candidate:0.8,random:0.2",
@@ -365,7 +366,7 @@ def data_rl(
     random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] = 0.0,
     wide_share: Annotated[float, typer.Option(help="Share of rows whose target is an allowed word outside the "
                                                    "answer list (never a val/test answer).")] = 0.0,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
     out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
 ) -> None:
@@ -440,7 +441,7 @@ def data_teacher(
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
     retries: Annotated[int, typer.Option(help="Retries per request (exponential backoff).")] = 3,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
 ) -> None:
     """Play train answers against a chat endpoint; every finished game is appended and flushed."""
@@ -599,7 +600,7 @@ def eval_cmd(
     max_new_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 64,
     limit: Annotated[int | None, typer.Option(help="Only the first N answers.")] = None,
     train_sample: Annotated[bool, typer.Option(help="Also play as many train answers.")] = True,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = False,
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
@@ -617,6 +618,10 @@ def eval_cmd(
                          batch_size=batch_size, max_new_tokens=max_new_tokens, train_sample=train_sample,
                          limit=limit, style=style, think=think, threads=threads)
         st = PromptStyle(style, think=think)
+        if model is not None:
+            from wordle_rl.models import check_prompt_style
+
+            check_prompt_style(model, style, think)
     except ValueError as e:
         raise fail(str(e)) from e
     sp = _data_call(Splits.load, splits)
@@ -631,7 +636,7 @@ def eval_cmd(
 
         try:
             m, tok = load_model(model, device=device, threads=threads)
-        except (FileNotFoundError, RuntimeError) as e:
+        except (FileNotFoundError, RuntimeError, ValueError) as e:
             raise fail(str(e)) from e
         m.eval()
         policy = ModelPolicy(m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model)
@@ -711,21 +716,22 @@ def watch(
     model: Annotated[str, typer.Option(help="Local model path or hub id.")],
     answer: Annotated[str, typer.Option(help="The secret word.")],
     decode: Annotated[str, typer.Option(help="free | allowed | consistent.")] = "free",
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = False,
 ) -> None:
     """Watch a model play one game, with coloured tiles and its raw replies."""
     from wordle_rl.env import EnvConfig, WordleEnv
     from wordle_rl.evaluate import ModelPolicy
-    from wordle_rl.models import load_model
+    from wordle_rl.models import check_prompt_style, load_model
     from wordle_rl.prompts import PromptStyle
 
     wl = load_word_lists()
     if not wl.is_allowed(answer.lower()):
         raise fail(f"{answer!r} is not in the word list")
     try:
+        check_prompt_style(model, style, think)
         m, tok = load_model(model)
-    except (FileNotFoundError, RuntimeError) as e:
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise fail(str(e)) from e
     st = PromptStyle(style, think=think)
     policy = ModelPolicy(m.eval(), tok, st, wl, decode=decode)
@@ -768,7 +774,7 @@ def serve(
     max_message_bytes: Annotated[int, typer.Option(help="Larger messages get an error reply.")] = 65536,
     allow_answer: Annotated[bool, typer.Option("--allow-answer/--blind",
                                                help="Let clients choose the answer at reset.")] = True,
-    style: StyleOpt = "xml",
+    style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
     preset: Annotated[str, typer.Option(help="Reward weights preset.")] = "default",

@@ -26,7 +26,7 @@ import numpy as np
 
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
-from wordle_rl.prompts import Knowledge, PromptStyle, format_answer, render_conversation
+from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answer, render_conversation
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
@@ -143,7 +143,7 @@ class SftConfig:
 
     games: int = field(default=20000, metadata={"help": "Number of games."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    style: str = field(default="xml", metadata={"help": "Prompt style: xml | tiles | brackets | plain."})
+    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style: xml | tiles | brackets | plain."})
     think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."})
     solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
         "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})
@@ -391,7 +391,7 @@ class RlConfig:
         "help": "Share of rows whose target is an allowed word outside the answer list (never a val or test "
                 "answer; histories from the candidate solver over every allowed word): games on words the model "
                 "was never taught as answers, like the held-out ones."})
-    style: str = field(default="xml", metadata={"help": "Prompt style for the rendered prompt."})
+    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style for the rendered prompt."})
     think: bool = field(default=True, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 

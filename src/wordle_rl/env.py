@@ -50,7 +50,7 @@ class EnvConfig:
     hard: bool = field(default=False, metadata={"help": "NYT hard mode: greens stay, revealed letters reused."})
     invalid_policy: str = field(default="lose_turn", metadata={
         "help": "lose_turn: a refused move costs a turn; retry_once: the first refused move of a turn is free."})
-    style: PromptStyle = field(default_factory=PromptStyle, metadata={"help": "Prompt style (xml|brackets|plain)."})
+    style: PromptStyle = field(default_factory=PromptStyle, metadata={"help": "Prompt style (default tiles)."})
     reward_weights: RewardWeights | str | dict = field(default="default", metadata={
         "help": "Reward preset name or weights per component."})
     info_gain: bool = field(default=True, metadata={"help": "Compute the information-gain component each step."})

@@ -29,7 +29,7 @@ import numpy as np
 
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.game import score_pairs
-from wordle_rl.prompts import PromptStyle, format_answer
+from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
 
@@ -51,7 +51,7 @@ class EvalConfig:
     max_new_tokens: int = field(default=64, metadata={"help": "Tokens per reply (more with thinking)."})
     train_sample: bool = field(default=True, metadata={"help": "Also play as many train answers (gap)."})
     limit: int | None = field(default=None, metadata={"help": "Only the first N answers of the split."})
-    style: str = field(default="xml", metadata={"help": "Prompt style."})
+    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style."})
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})

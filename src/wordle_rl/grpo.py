@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.prompts import PromptStyle
+from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle
 from wordle_rl.rewards import COMPONENTS, RewardContext, RewardCurriculum, RewardWeights, combine, make_reward_funcs
 
 __all__ = ["WordleGRPOConfig", "WordleRollout", "run_grpo", "load_rl_rows", "vllm_missing"]
@@ -40,7 +40,7 @@ class WordleGRPOConfig(GRPOConfig):
     model: str = field(default="runs/sft", metadata={"help": "Model to train (hub id or path), usually the SFT one."})
     data: str = field(default="data/rl", metadata={"help": "RL prompts from `wordle-rl data rl`."})
     output_dir: str = field(default="runs/grpo", metadata={"help": "Checkpoints and the final model."})
-    style: str = field(default="xml", metadata={"help": "Prompt style (must match the SFT data)."})
+    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style (must match the SFT data)."})
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
@@ -448,10 +448,11 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     import torch
     from datasets import Dataset
 
-    from wordle_rl.models import load_model
+    from wordle_rl.models import check_prompt_style, load_model, write_prompt_record
     from wordle_rl.sft import TimeBudget, _jsonable, train_and_save
 
     torch.set_num_threads(cfg.threads)
+    check_prompt_style(cfg.model, cfg.style, cfg.think)
     model, tok = load_model(cfg.model, threads=cfg.threads)
     rows = load_rl_rows(cfg.data, cfg.splits if Path(cfg.splits).is_file() else None)
     prompts = []
@@ -466,6 +467,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_grpo_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
+    write_prompt_record(out, cfg.style, cfg.think)
     callbacks: list = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     cur = None
     if cfg.curriculum:

@@ -25,7 +25,12 @@ from pathlib import Path
 from wordle_rl.words import load_word_lists
 
 __all__ = ["MODEL_PRESETS", "ModelPreset", "WORD_TOKENS", "phrases", "build_tokenizer", "build_model", "init_model",
-           "spell_word_embeddings", "load_model", "pick_device", "cpu_has_native_bf16"]
+           "spell_word_embeddings", "load_model", "pick_device", "cpu_has_native_bf16", "PROMPT_RECORD",
+           "write_prompt_record", "check_prompt_style"]
+
+# Written beside a trained model: the prompt style it was trained on, so evaluation and GRPO cannot silently prompt it
+# in another one.
+PROMPT_RECORD = "wordle_rl_prompt.json"
 
 SPECIAL = ["<|pad|>", "<|unk|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -256,3 +261,23 @@ def load_model(name_or_path: str, device: str = "auto", dtype: str = "auto", lor
 def _looks_like_hub_id(name: str) -> bool:
     parts = name.split("/")
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/"))
+
+
+def write_prompt_record(out: str | Path, style: str, think: bool) -> None:
+    """Record in a model folder the prompt style (and whether answers think) it was trained on."""
+    (Path(out) / PROMPT_RECORD).write_text(json.dumps({"style": style, "think": think}) + "\n")
+
+
+def check_prompt_style(name_or_path: str, style: str, think: bool) -> None:
+    """Raise ``ValueError`` when a local model folder records another prompt style than the one asked for (a hub
+    model or a folder without a record is not checked)."""
+    record = Path(name_or_path) / PROMPT_RECORD
+    if not record.is_file():
+        return
+    want = json.loads(record.read_text())
+    if want.get("style") != style:
+        raise ValueError(f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
+                         f"{style!r}: pass --style {want.get('style')}")
+    if bool(want.get("think")) != bool(think):
+        raise ValueError(f"model {name_or_path} was trained with think={bool(want.get('think'))} ({record}), not "
+                         f"think={bool(think)}: set think to {bool(want.get('think'))}")

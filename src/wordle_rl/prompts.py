@@ -6,7 +6,8 @@ Four styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
   ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
 - ``brackets``: the model answers ``[word]``; feedback in the TextArena style (letters over colours).
 - ``tiles``: as ``xml``, but each feedback tile is written as its letter and mark together (``C:G R:X A:Y N:X E:X``),
-  so a letter and its mark are one token for the embedded tokenizer and need no lining up by position.
+  so a letter and its mark are one token for the embedded tokenizer and need no lining up by position. The
+  default (``DEFAULT_STYLE``): the embedded model wins more held-out games with it than with ``xml``.
 - ``plain``: each user turn is a plain-English summary of everything known so far; answers as in ``xml``.
 
     >>> style = PromptStyle("xml", think=False)
@@ -21,14 +22,19 @@ Hints (``hints=True``) add the number of answers still possible; they are off by
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
-           "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS"]
+           "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS",
+           "DEFAULT_STYLE", "detect_style"]
 
 STYLES = ("xml", "tiles", "brackets", "plain")
+# The default of every command and config: the embedded default model wins more held-out games with each tile
+# written as letter and mark together (benchmarks/RESULTS.md, sessions 13-15). Hub LLMs may prefer "xml".
+DEFAULT_STYLE = "tiles"
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
 _TILE = {GREEN: "G", YELLOW: "Y", GREY: "X"}
 TILE_MARKS = tuple(_TILE.values())
@@ -38,7 +44,7 @@ TILE_MARKS = tuple(_TILE.values())
 class PromptStyle:
     """How observations are written and how the model must answer."""
 
-    name: str = "xml"
+    name: str = DEFAULT_STYLE
     think: bool = True
     hints: bool = False
     max_turns: int = 6
@@ -234,3 +240,31 @@ def render_conversation(style: PromptStyle, history: list[Turn], thinks: list[st
         msgs.append({"role": "assistant", "content": format_answer(style, guess, think)})
         msgs.append({"role": "user", "content": feedback_message(style, played, i + 1, hint)})
     return msgs
+
+
+_FEEDBACK_RE = {
+    "tiles": re.compile(r"[A-Z]:[GYX]( [A-Z]:[GYX])*\n"),
+    "xml": re.compile(r"[A-Z]+ -> [GYX]( [GYX])*\n"),
+    "brackets": re.compile(r"You submitted \["),
+    "plain": re.compile(r"Your guess [A-Z]+ got "),
+}
+
+
+def detect_style(conversations) -> tuple[str, bool] | None:
+    """``(style name, think)`` of rendered conversations (lists of chat messages), from the first feedback message
+    after a played guess; ``None`` when none has one (e.g. only first-turn prompts).
+
+    >>> from wordle_rl.game import score
+    >>> st = PromptStyle("xml", think=False)
+    >>> msgs = render_conversation(st, [("crane", score("crane", "react"))])
+    >>> detect_style([msgs]), detect_style([render_conversation(PromptStyle("tiles"), [])])
+    (('xml', False), None)
+    """
+    for messages in conversations:
+        think = any(m["role"] == "assistant" and "<think>" in m["content"] for m in messages)
+        for before, m in zip(messages, messages[1:]):
+            if before["role"] == "assistant" and m["role"] == "user":
+                for name, pattern in _FEEDBACK_RE.items():
+                    if pattern.match(m["content"]):
+                        return name, think
+    return None

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.prompts import PromptStyle
+from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle
 from wordle_rl.rewards import RewardContext
 
 __all__ = ["TeacherConfig", "TeacherError", "chat_completion", "play_teacher_games", "teacher_to_sft",
@@ -49,7 +49,7 @@ class TeacherConfig:
     backoff_s: float = field(default=1.0, metadata={"help": "First retry delay; doubles each retry."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature."})
     max_tokens: int = field(default=1024, metadata={"help": "Max tokens per reply."})
-    style: str = field(default="xml", metadata={"help": "Prompt style."})
+    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style."})
     think: bool = field(default=True, metadata={"help": "Ask for a <think> block."})
     seed: int = field(default=0, metadata={"help": "Seed for request jitter."})
 
