@@ -621,7 +621,7 @@ def eval_cmd(
         if model is not None:
             from wordle_rl.models import check_prompt_style
 
-            check_prompt_style(model, style, think)
+            check_prompt_style(model, st)
     except ValueError as e:
         raise fail(str(e)) from e
     sp = _data_call(Splits.load, splits)
@@ -636,7 +636,7 @@ def eval_cmd(
 
         try:
             m, tok = load_model(model, device=device, threads=threads)
-        except (FileNotFoundError, RuntimeError, ValueError) as e:
+        except (FileNotFoundError, RuntimeError) as e:
             raise fail(str(e)) from e
         m.eval()
         policy = ModelPolicy(m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model)
@@ -729,11 +729,11 @@ def watch(
     if not wl.is_allowed(answer.lower()):
         raise fail(f"{answer!r} is not in the word list")
     try:
-        check_prompt_style(model, style, think)
+        st = PromptStyle(style, think=think)
+        check_prompt_style(model, st)
         m, tok = load_model(model)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise fail(str(e)) from e
-    st = PromptStyle(style, think=think)
     policy = ModelPolicy(m.eval(), tok, st, wl, decode=decode)
     env = WordleEnv(EnvConfig(style=st))
     env.reset(answer=answer.lower())

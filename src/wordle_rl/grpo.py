@@ -452,7 +452,8 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     from wordle_rl.sft import TimeBudget, _jsonable, train_and_save
 
     torch.set_num_threads(cfg.threads)
-    check_prompt_style(cfg.model, cfg.style, cfg.think)
+    style = PromptStyle(cfg.style, think=cfg.think)
+    check_prompt_style(cfg.model, style)
     model, tok = load_model(cfg.model, threads=cfg.threads)
     rows = load_rl_rows(cfg.data, cfg.splits if Path(cfg.splits).is_file() else None)
     prompts = []
@@ -467,7 +468,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_grpo_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
-    write_prompt_record(out, cfg.style, cfg.think)
+    write_prompt_record(out, style)
     callbacks: list = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     cur = None
     if cfg.curriculum:

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from wordle_rl.prompts import PromptStyle
 from wordle_rl.words import load_word_lists
 
 __all__ = ["MODEL_PRESETS", "ModelPreset", "WORD_TOKENS", "phrases", "build_tokenizer", "build_model", "init_model",
@@ -263,21 +264,21 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/"))
 
 
-def write_prompt_record(out: str | Path, style: str, think: bool) -> None:
-    """Record in a model folder the prompt style (and whether answers think) it was trained on."""
-    (Path(out) / PROMPT_RECORD).write_text(json.dumps({"style": style, "think": think}) + "\n")
+def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
+    """Record in a model folder the prompt style it was trained on (its name, and whether answers think)."""
+    (Path(out) / PROMPT_RECORD).write_text(json.dumps({"style": style.name, "think": style.uses_think}) + "\n")
 
 
-def check_prompt_style(name_or_path: str, style: str, think: bool) -> None:
-    """Raise ``ValueError`` when a local model folder records another prompt style than the one asked for (a hub
-    model or a folder without a record is not checked)."""
+def check_prompt_style(name_or_path: str, style: PromptStyle) -> None:
+    """Raise ``ValueError`` when a local model folder records another prompt style than ``style`` (a hub model or a
+    folder without a record is not checked). Think is compared as the style uses it (never for ``brackets``)."""
     record = Path(name_or_path) / PROMPT_RECORD
     if not record.is_file():
         return
     want = json.loads(record.read_text())
-    if want.get("style") != style:
+    if want.get("style") != style.name:
         raise ValueError(f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
-                         f"{style!r}: pass --style {want.get('style')}")
-    if bool(want.get("think")) != bool(think):
+                         f"{style.name!r}: pass --style {want.get('style')}")
+    if bool(want.get("think")) != style.uses_think:
         raise ValueError(f"model {name_or_path} was trained with think={bool(want.get('think'))} ({record}), not "
-                         f"think={bool(think)}: set think to {bool(want.get('think'))}")
+                         f"think={style.uses_think}: set think to {bool(want.get('think'))}")

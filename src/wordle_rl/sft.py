@@ -31,7 +31,7 @@ from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.game import candidate_indices, pattern_matrix, str_to_pattern
 from wordle_rl.models import load_model, pick_device, write_prompt_record
-from wordle_rl.prompts import detect_style
+from wordle_rl.prompts import PromptStyle, detect_style
 from wordle_rl.words import WordList, encode_words, load_word_lists
 
 __all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget", "SoftTargets", "SoftTargetCollator",
@@ -436,9 +436,9 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_sft_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
-    style = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
-    if style is not None:
-        write_prompt_record(out, *style)
+    detected = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
+    if detected is not None:
+        write_prompt_record(out, PromptStyle(detected[0], think=detected[1]))
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok, callbacks=callbacks)
     return train_and_save(trainer, tok, out, resume, "sft")
