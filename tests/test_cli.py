@@ -96,3 +96,27 @@ def test_data_sft_wide_games_and_check(tmp_path):
     assert r.exit_code == 0 and "24 rows" in r.output and "outside the answer list" in r.output, r.output
     r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "2", "--wide-share", "2"])
     assert r.exit_code != 0 and "wide_share must be between 0 and 1" in r.output
+
+
+def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
+    splits, rl = tmp_path / "splits.json", tmp_path / "rl"
+    r = runner.invoke(app, ["data", "split", "--rl-share", "0.2", "--out", str(splits)])
+    assert r.exit_code == 0 and "train 1481 / rl 370 / val 232 / test 232" in r.output, r.output
+    r = runner.invoke(app, ["data", "rl", "--splits", str(splits), "--split", "rl", "--rows", "12", "--no-think",
+                            "--out", str(rl)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits)])
+    assert r.exit_code != 0 and "target" in r.output and "rl split" in r.output  # no SFT target
+    r = runner.invoke(app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits), "--split", "rl"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(splits), "--split", "rl", "--limit", "3",
+                            "--no-train-sample", "--out", str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert res["split"] == "rl" and res["metrics"]["games"] == 3
+    plain = tmp_path / "plain.json"
+    assert runner.invoke(app, ["data", "split", "--out", str(plain)]).exit_code == 0
+    r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(plain), "--split", "rl"])
+    assert r.exit_code != 0 and "the rl split" in r.output and "is empty" in r.output
+    r = runner.invoke(app, ["data", "rl", "--splits", str(plain), "--split", "dev", "--out", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "unknown split 'dev'" in r.output

@@ -49,6 +49,29 @@ def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
         make_splits(words, fractions=(0.5, 0.5, 0.5))
 
 
+def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
+    held = make_splits(words, seed=0, rl_share=0.2)
+    assert (held.val, held.test) == (splits.val, splits.test)  # the held-out words do not depend on rl_share
+    assert len(held.rl) == round(0.2 * len(splits.train)) and not set(held.rl) & set(held.train)
+    assert sorted(held.train + held.rl) == splits.train
+    held.save(tmp_path / "s.json")
+    assert Splits.load(tmp_path / "s.json", words) == held
+    assert splits.rl == [] and {held.split_of(w) for w in held.rl} == {"rl"}
+    sft = generate_sft(held, SftConfig(games=300, seed=1, think=False), words)
+    assert not {r["answer"] for r in sft} & set(held.rl)
+    rl = generate_rl(held, RlConfig(rows=40, split="rl", think=False), words)
+    assert {r["split"] for r in rl} == {"rl"} and {r["answer"] for r in rl} <= set(held.rl)
+    assert check_leakage(rl, held, allowed_split=("train", "rl")) == 40
+    with pytest.raises(DataError, match="LEAKAGE: 40 row.*outside the train split"):
+        check_leakage(rl, held)  # an SFT check: an rl word is no SFT target
+    with pytest.raises(DataError, match="split 'rl' is empty.*--rl-share"):
+        generate_rl(splits, RlConfig(rows=4, split="rl"), words)
+    with pytest.raises(DataError, match="unknown split 'dev'"):
+        generate_rl(splits, RlConfig(rows=4, split="dev"), words)
+    with pytest.raises(DataError, match="rl_share"):
+        make_splits(words, rl_share=1.0)
+
+
 def test_sft_targets_only_train_and_leakage_check(splits, sft_rows, words):
     assert all(splits.split_of(r["answer"]) == "train" for r in sft_rows)
     assert check_leakage(sft_rows, splits) == len(sft_rows)

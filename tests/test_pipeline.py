@@ -21,6 +21,7 @@ def test_presets_and_config_errors(tmp_path):
                       ('[sft]\nmax_steps = "many"\n', "expected a number"),
                       ('[grpo]\nnum_generations = 1\n', "at least 2"),
                       ('[data]\nstyle = "yaml"\n', "data.style"),
+                      ('[data]\nrl_share = 1.5\n', "data.rl_share: at least 0 and below 1"),
                       ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
                       ('threads = -1\n', ">= 0"),
                       ('preset = "huge"\n', "unknown preset"),
@@ -85,3 +86,18 @@ def test_quick_pipeline_end_to_end(tmp_path):
     log = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
     assert log[:2] == first  # steps 1-2 come from the checkpoint's state, not a new run
     assert (out / "markers" / "grpo.json").is_file()
+
+
+def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
+    from wordle_rl.data import Splits, read_jsonl
+    from wordle_rl.pipeline import Runner
+
+    cfg = load_config("quick")
+    cfg.data.rl_share = 0.2
+    out = tmp_path / "run"
+    Runner(cfg, out, Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
+    sp = Splits.load(out / "data" / "splits.json")
+    assert len(sp.rl) == 370 and len(sp.train) == 1851 - 370
+    sft = {r["answer"] for r in read_jsonl(out / "data" / "sft" / "sft.jsonl")}
+    rl = read_jsonl(out / "data" / "rl" / "rl.jsonl")
+    assert sft <= set(sp.train) and {r["answer"] for r in rl} <= set(sp.rl) and {r["split"] for r in rl} == {"rl"}

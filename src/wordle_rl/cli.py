@@ -301,18 +301,21 @@ def _data_call(fn, *args, **kw):
 def data_split(
     seed: Annotated[int, typer.Option(help="Shuffle seed.")] = 0,
     fractions: Annotated[str, typer.Option(help="train,val,test fractions.")] = "0.8,0.1,0.1",
+    rl_share: Annotated[float, typer.Option(help="Share of the train answers held back from SFT games as the rl "
+                                                 "split: RL targets only (`data rl --split rl`).")] = 0.0,
     out: Annotated[Path, typer.Option(help="Where to write the splits JSON.")] = Path("data/splits.json"),
 ) -> None:
-    """Divide the answers into train / val / test, deterministically."""
+    """Divide the answers into train / val / test (and rl, with --rl-share), deterministically."""
     from wordle_rl.data import make_splits
 
     try:
         fr = tuple(float(x) for x in fractions.split(","))
     except ValueError as e:
         raise fail(f"--fractions must be three numbers like 0.8,0.1,0.1, got {fractions!r}") from e
-    splits = _data_call(make_splits, load_word_lists(), seed, fr)
+    splits = _data_call(make_splits, load_word_lists(), seed, fr, rl_share)
     splits.save(out)
-    console.print(f"train {len(splits.train)} / val {len(splits.val)} / test {len(splits.test)} -> {out}")
+    rl = f" / rl {len(splits.rl)}" if splits.rl else ""
+    console.print(f"train {len(splits.train)}{rl} / val {len(splits.val)} / test {len(splits.test)} -> {out}")
 
 
 @data_app.command("sft")
@@ -360,7 +363,8 @@ def data_rl(
     splits: SplitsOpt = Path("data/splits.json"),
     rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = 4000,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
-    split: Annotated[str, typer.Option(help="Split whose answers are targets.")] = "train",
+    split: Annotated[str, typer.Option(help="Split whose answers are targets: train, or rl (held back from SFT).")] =
+    "train",
     depth_mix: Annotated[str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")] =
     "0:0.4,1:0.3,2:0.2,3:0.1",
     random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] = 0.0,
@@ -591,7 +595,7 @@ def eval_cmd(
         help="Evaluate a solver instead: random | entropy | search | candidate.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")] = None,
     endpoint_model: Annotated[str | None, typer.Option(help="Model name at --base-url.")] = None,
-    split: Annotated[str, typer.Option(help="train | val | test.")] = "test",
+    split: Annotated[str, typer.Option(help="train | rl | val | test.")] = "test",
     splits: SplitsOpt = Path("data/splits.json"),
     decode: Annotated[str, typer.Option(help="free | allowed | consistent (local models).")] = "free",
     temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
@@ -625,9 +629,9 @@ def eval_cmd(
     except ValueError as e:
         raise fail(str(e)) from e
     sp = _data_call(Splits.load, splits)
-    answers = {"train": sp.train, "val": sp.val, "test": sp.test}.get(split)
-    if answers is None:
-        raise fail(f"--split must be train, val or test, got {split!r}")
+    answers = _data_call(sp.answers, split)
+    if not answers:
+        raise fail(f"the {split} split of {splits} is empty")
     answers = answers[:limit] if limit else answers
     wl = load_word_lists()
     meta: dict = {}

@@ -1,13 +1,14 @@
 """Training data, generated offline and reproducibly: splits, solver traces for SFT, RL prompts, checks.
 
-    wordle-rl data split --seed 0 --out data/splits.json
+    wordle-rl data split --seed 0 --out data/splits.json [--rl-share 0.2]
     wordle-rl data sft --splits data/splits.json --games 20000 --style xml --out data/sft
     wordle-rl data rl --splits data/splits.json --rows 4000 --depth-mix 0:0.4,1:0.3,2:0.2,3:0.1 --out data/rl
     wordle-rl data check data/sft/sft.jsonl --splits data/splits.json
     wordle-rl data stats data/sft/sft.jsonl
 
-Honesty rules: only **train** answers are ever the target of a generated game. The word lists themselves are
-public, so solvers keep the whole answer list as candidates and val/test words may appear as guesses.
+Honesty rules: only **train** answers are ever the target of a generated game (and, for RL rows, the answers of
+the optional ``rl`` split: train answers held back from the SFT games, ``data split --rl-share``). The word lists
+themselves are public, so solvers keep the whole answer list as candidates and val/test words may appear as guesses.
 
 Every ``<think>`` rationale is built from the real game state and states only checkable facts: what the
 feedback proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and why the
@@ -30,7 +31,7 @@ from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answ
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
-__all__ = ["Splits", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
+__all__ = ["Splits", "SPLIT_NAMES", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
@@ -40,26 +41,40 @@ class DataError(ValueError):
 
 
 # --------------------------------------------------------------------------- splits
+SPLIT_NAMES = ("train", "rl", "val", "test")
+
+
 @dataclass
 class Splits:
+    """The answers cut into disjoint splits. ``train``: targets of SFT games (and of RL rows); ``rl``: answers held
+    back from the SFT games, targets of RL rows only, so GRPO plays words the SFT model was never taught as
+    answers, as val and test are (empty unless ``make_splits(rl_share=...)``); ``val``/``test``: never a target."""
+
     seed: int
     fractions: tuple[float, float, float]
     train: list[str]
     val: list[str]
     test: list[str]
     word_lists: str = ""
+    rl: list[str] = field(default_factory=list)
 
     def split_of(self, word: str) -> str | None:
-        for name in ("train", "val", "test"):
+        for name in SPLIT_NAMES:
             if word in self._sets[name]:
                 return name
         return None
+
+    def answers(self, name: str) -> list[str]:
+        """The answers of split ``name`` (one of :data:`SPLIT_NAMES`)."""
+        if name not in SPLIT_NAMES:
+            raise DataError(f"unknown split {name!r}; choose one of {', '.join(SPLIT_NAMES)}")
+        return getattr(self, name)
 
     @property
     def _sets(self) -> dict[str, set[str]]:
         cache = self.__dict__.get("_cached_sets")
         if cache is None:
-            cache = {"train": set(self.train), "val": set(self.val), "test": set(self.test)}
+            cache = {name: set(getattr(self, name)) for name in SPLIT_NAMES}
             self.__dict__["_cached_sets"] = cache
         return cache
 
@@ -77,11 +92,12 @@ class Splits:
         try:
             d = json.loads(path.read_text())
             s = cls(seed=int(d["seed"]), fractions=tuple(d["fractions"]), train=list(d["train"]),
-                    val=list(d["val"]), test=list(d["test"]), word_lists=d.get("word_lists", ""))
+                    val=list(d["val"]), test=list(d["test"]), word_lists=d.get("word_lists", ""),
+                    rl=list(d.get("rl", [])))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise DataError(f"{path}: not a splits file ({type(e).__name__}: {e})") from e
         words = words or load_word_lists()
-        all_words = s.train + s.val + s.test
+        all_words = s.train + s.rl + s.val + s.test
         if len(set(all_words)) != len(all_words):
             raise DataError(f"{path}: a word appears in more than one split")
         unknown = [w for w in all_words if not words.is_answer(w)]
@@ -91,18 +107,25 @@ class Splits:
 
 
 def make_splits(words: WordList | None = None, seed: int = 0,
-                fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> Splits:
-    """Shuffle the answers with ``seed`` and cut them into train / val / test (sorted within each split)."""
+                fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), rl_share: float = 0.0) -> Splits:
+    """Shuffle the answers with ``seed`` and cut them into train / val / test (sorted within each split).
+
+    ``rl_share`` of the train part becomes the ``rl`` split (held back from SFT, RL targets only); val and test
+    do not depend on it.
+    """
     words = words or load_word_lists()
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
         raise DataError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
+    if not 0 <= rl_share < 1:
+        raise DataError(f"rl_share must be at least 0 and below 1, got {rl_share}")
     order = list(words.answers)
     random.Random(seed).shuffle(order)
     n = len(order)
     n_val, n_test = round(n * fractions[1]), round(n * fractions[2])
     n_train = n - n_val - n_test
-    return Splits(seed, tuple(fractions), sorted(order[:n_train]), sorted(order[n_train:n_train + n_val]),
-                  sorted(order[n_train + n_val:]), words.digest[:20])
+    n_rl = round(n_train * rl_share)
+    return Splits(seed, tuple(fractions), sorted(order[n_rl:n_train]), sorted(order[n_train:n_train + n_val]),
+                  sorted(order[n_train + n_val:]), words.digest[:20], sorted(order[:n_rl]))
 
 
 # --------------------------------------------------------------------------- rationales
@@ -382,7 +405,8 @@ class RlConfig:
 
     rows: int = field(default=4000, metadata={"help": "Number of rows."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    split: str = field(default="train", metadata={"help": "Which split's answers are targets."})
+    split: str = field(default="train", metadata={
+        "help": "Which split's answers are targets: train, or rl (train answers held back from the SFT games)."})
     depth_mix: dict[int, float] = field(default_factory=lambda: {0: 0.4, 1: 0.3, 2: 0.2, 3: 0.1}, metadata={
         "help": "Probability of each history depth (earlier turns already played), 0-4."})
     random_move_share: float = field(default=0.0, metadata={
@@ -458,9 +482,10 @@ def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList 
     and 0-4 earlier turns (never already solved)."""
     cfg = config or RlConfig()
     words = words or load_word_lists()
-    answers = {"train": splits.train, "val": splits.val, "test": splits.test}.get(cfg.split)
-    if answers is None or not answers:
-        raise DataError(f"split {cfg.split!r} is unknown or empty")
+    answers = splits.answers(cfg.split)
+    if not answers:
+        raise DataError(f"split {cfg.split!r} is empty" + (" (make one with `wordle-rl data split --rl-share`)"
+                                                           if cfg.split == "rl" else ""))
     mix = check_depth_mix(cfg.depth_mix)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     entropy = EntropySolver(words)
@@ -561,21 +586,23 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None, 
         raise DataError(f"{len(problems)} problem(s):\n" + "\n".join(problems[:50]))
 
 
-def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>", allowed_split: str = "train",
-                  allow_outside: bool = False) -> int:
-    """Fail loudly if any row's target answer is outside ``allowed_split``; returns the number of rows checked.
+def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
+                  allowed_split: str | tuple[str, ...] = "train", allow_outside: bool = False) -> int:
+    """Fail loudly if any row's target answer is outside ``allowed_split`` (a name or a tuple of names); returns
+    the number of rows checked.
 
     ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so never a val or
     test answer; check them with :func:`validate_rows`).
     """
+    allowed = (allowed_split,) if isinstance(allowed_split, str) else tuple(allowed_split)
     bad = []
     for k, row in enumerate(rows):
         where = f"{source}:{row.get('_line', k + 1)}"
         split = splits.split_of(row.get("answer", ""))
-        if split != allowed_split and not (allow_outside and split is None):
+        if split not in allowed and not (allow_outside and split is None):
             bad.append(f"{where}: target {row.get('answer')!r} is in the {split or 'no'} split")
     if bad:
-        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {allowed_split} split:\n"
+        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {' / '.join(allowed)} split:\n"
                         + "\n".join(bad[:50]))
     return len(rows)
 

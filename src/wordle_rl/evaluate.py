@@ -42,7 +42,7 @@ FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_leng
 
 @dataclass
 class EvalConfig:
-    split: str = field(default="test", metadata={"help": "Split whose answers are played (train/val/test)."})
+    split: str = field(default="test", metadata={"help": "Split whose answers are played (train/rl/val/test)."})
     splits: str = field(default="data/splits.json", metadata={"help": "Splits file."})
     decode: str = field(default="free", metadata={"help": "free | allowed | consistent (local models)."})
     temperature: float = field(default=0.0, metadata={"help": "0 = greedy."})

@@ -135,7 +135,7 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
     rows = read_jsonl(f)
     validate_rows(rows, str(f), allow_outside=True)
     if splits is not None:
-        check_leakage(rows, Splits.load(splits), str(f), allow_outside=True)
+        check_leakage(rows, Splits.load(splits), str(f), allowed_split=("train", "rl"), allow_outside=True)
     return rows
 
 

@@ -29,6 +29,10 @@ STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report"
 @dataclass
 class DataSection:
     split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
+    rl_share: float = field(default=0.0, metadata={
+        "help": "Share of the train answers held back from the SFT games as the rl split, the RL rows' only "
+                "targets: GRPO then plays words the SFT model was never taught as answers, as val and test are "
+                "(0: RL rows on train answers)."})
     sft_games: int = field(default=140000, metadata={"help": "Solver games for SFT."})
     sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
         "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
@@ -220,6 +224,8 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
             parse(getattr(cfg.data, key))
         except DataError as e:
             raise ConfigError(f"data.{key}: {e}") from e
+    if not 0 <= cfg.data.rl_share < 1:
+        raise ConfigError(f"data.rl_share: at least 0 and below 1, got {cfg.data.rl_share}")
     if cfg.model.word_tokens not in WORD_TOKENS:
         raise ConfigError(f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}")
     bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
@@ -280,7 +286,7 @@ class Runner:
         from wordle_rl.data import Splits, make_splits
 
         if not self.paths["splits"].is_file():
-            make_splits(seed=self.cfg.data.split_seed).save(self.paths["splits"])
+            make_splits(seed=self.cfg.data.split_seed, rl_share=self.cfg.data.rl_share).save(self.paths["splits"])
         return Splits.load(self.paths["splits"])
 
     def _eval_cfg(self, decode: str):
@@ -332,9 +338,10 @@ class Runner:
                                                   refused_kinds=parse_refused_kinds(d.sft_refused_kinds)))
         check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
-        rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, style=d.style, think=d.think,
-                                           depth_mix=parse_depth_mix(d.depth_mix), wide_share=d.rl_wide_share))
-        check_leakage(rl_rows, sp, "rl", allow_outside=True)
+        rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, split="rl" if sp.rl else "train",
+                                           style=d.style, think=d.think, depth_mix=parse_depth_mix(d.depth_mix),
+                                           wide_share=d.rl_wide_share))
+        check_leakage(rl_rows, sp, "rl", allowed_split=("train", "rl"), allow_outside=True)
         save_dataset(rl_rows, self.paths["rl_data"], "rl")
         return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
 
