@@ -31,7 +31,8 @@ from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answ
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, load_word_lists
 
-__all__ = ["Splits", "SPLIT_NAMES", "DataError", "SftConfig", "RlConfig", "make_splits", "rationale", "generate_sft",
+__all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "DataError", "SftConfig", "RlConfig", "make_splits",
+           "rationale", "generate_sft",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
@@ -42,6 +43,7 @@ class DataError(ValueError):
 
 # --------------------------------------------------------------------------- splits
 SPLIT_NAMES = ("train", "rl", "val", "test")
+RL_TARGET_SPLITS = ("train", "rl")  # the splits whose answers an RL row may target
 
 
 @dataclass

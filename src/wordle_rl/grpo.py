@@ -126,7 +126,7 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
 
     Targets outside the answer list (``wordle-rl data rl --wide-share``) are accepted: they are no split's answer.
     """
-    from wordle_rl.data import DataError, Splits, check_leakage, read_jsonl, validate_rows
+    from wordle_rl.data import RL_TARGET_SPLITS, DataError, Splits, check_leakage, read_jsonl, validate_rows
 
     p = Path(path)
     f = p / "rl.jsonl" if p.is_dir() else p
@@ -135,7 +135,7 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
     rows = read_jsonl(f)
     validate_rows(rows, str(f), allow_outside=True)
     if splits is not None:
-        check_leakage(rows, Splits.load(splits), str(f), allowed_split=("train", "rl"), allow_outside=True)
+        check_leakage(rows, Splits.load(splits), str(f), allowed_split=RL_TARGET_SPLITS, allow_outside=True)
     return rows
 
 

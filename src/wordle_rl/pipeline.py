@@ -316,6 +316,7 @@ class Runner:
 
     def stage_data(self):
         from wordle_rl.data import (
+            RL_TARGET_SPLITS,
             RlConfig,
             SftConfig,
             check_leakage,
@@ -341,7 +342,7 @@ class Runner:
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, split="rl" if sp.rl else "train",
                                            style=d.style, think=d.think, depth_mix=parse_depth_mix(d.depth_mix),
                                            wide_share=d.rl_wide_share))
-        check_leakage(rl_rows, sp, "rl", allowed_split=("train", "rl"), allow_outside=True)
+        check_leakage(rl_rows, sp, "rl", allowed_split=RL_TARGET_SPLITS, allow_outside=True)
         save_dataset(rl_rows, self.paths["rl_data"], "rl")
         return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
 
