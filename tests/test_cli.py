@@ -98,6 +98,23 @@ def test_data_sft_wide_games_and_check(tmp_path):
     assert r.exit_code != 0 and "wide_share must be between 0 and 1" in r.output
 
 
+def test_data_sft_word_pattern_exercises_and_check(tmp_path):
+    splits, out = tmp_path / "splits.json", tmp_path / "sft"
+    assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
+    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "20", "--no-think",
+                            "--lexicon-share", "0.5", "--out", str(out)])
+    assert r.exit_code == 0 and "20 games + 10 word-pattern exercises" in r.output, r.output
+    r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
+    assert r.exit_code == 0 and "30 rows (10 word-pattern exercises, no target)" in r.output, r.output
+    rows = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
+    rows[-1]["lexicon"]["word"] = "zzzzz"
+    (tmp_path / "bad.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    r = runner.invoke(app, ["data", "check", str(tmp_path / "bad.jsonl"), "--splits", str(splits)])
+    assert r.exit_code != 0 and "bad.jsonl:30: exercise word 'zzzzz' is not in the answer list" in r.output, r.output
+    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "2", "--lexicon-share", "-1"])
+    assert r.exit_code != 0 and "lexicon_share must be at least 0" in r.output
+
+
 def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
     splits, rl = tmp_path / "splits.json", tmp_path / "rl"
     r = runner.invoke(app, ["data", "split", "--rl-share", "0.2", "--out", str(splits)])

@@ -22,6 +22,7 @@ def test_presets_and_config_errors(tmp_path):
                       ('[grpo]\nnum_generations = 1\n', "at least 2"),
                       ('[data]\nstyle = "yaml"\n', "data.style"),
                       ('[data]\nrl_share = 1.5\n', "data.rl_share: at least 0 and below 1"),
+                      ('[data]\nsft_lexicon_share = -0.5\n', "data.sft_lexicon_share: must be >= 0, got -0.5"),
                       ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
                       ('threads = -1\n', ">= 0"),
                       ('preset = "huge"\n', "unknown preset"),

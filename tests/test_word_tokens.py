@@ -104,3 +104,23 @@ def test_guess_constraint_with_word_tokens_allows_whole_words():
     scores = GuessConstraint(tok, NT, len(prompt), [prefix])(ids, torch.zeros(1, len(tok)))
     allowed = {tok.decode([i]) for i in torch.nonzero(scores[0] > -1e9).flatten().tolist()}
     assert allowed == {"a", "c", "abide", "abbey", "crane"}
+
+
+def test_word_pattern_exercises_target_every_fitting_answer_word(word_micro, words, tmp_path):
+    rows = generate_sft(make_splits(words, seed=0), SftConfig(games=4, seed=3, think=False, lexicon_share=4), words)
+    exercises = [r["lexicon"] for r in rows if r.get("lexicon") is not None]
+    assert len(exercises) == 16
+    save_dataset(rows, tmp_path / "sft", "sft")
+    model, tok = load_model(str(word_micro))
+    cfg = WordleSFTConfig(model=str(word_micro), data=str(tmp_path / "sft"), output_dir=str(tmp_path / "run"),
+                          max_steps=1, per_device_train_batch_size=20, soft_target_weight=1.0, threads=1)
+    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(tmp_path / "sft", soft=True),
+                               processing_class=tok)
+    ds = trainer.train_dataset
+    batch = trainer.data_collator([dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None])
+    assert batch["soft_index"][:, 0].tolist() == list(range(16))  # one target a row: the word token
+    for (b, t), p, lex in zip(batch["soft_index"].tolist(), batch["soft_probs"], exercises):
+        assert tok.decode([int(batch["input_ids"][b, t + 1])]) == lex["word"]
+        fits = {a for a in words.answers if all(c in ("_", x) for c, x in zip(lex["pattern"], a))}
+        assert {words.answers[i] for i in torch.nonzero(p).flatten().tolist()} == fits
+        assert p.max().item() == pytest.approx(1 / len(fits))

@@ -338,10 +338,13 @@ def data_sft(
                                                       )] = 0.15,
     refused_kinds: Annotated[str, typer.Option(help="Refused moves shown, kind:weight of misspelt, blend (a "
                                                     "non-word spliced from fitting words), repeat.")] = "misspelt:1",
+    lexicon_share: Annotated[float, typer.Option(help="Word-pattern exercises added, as a share of the games: any "
+                                                      "answer word with 2-4 letters in place (no game, no target)."
+                                                 )] = 0.0,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
-    conversational `messages` rows (JSONL + datasets)."""
+    conversational `messages` rows (JSONL + datasets), and optionally word-pattern exercises."""
     from wordle_rl.data import SftConfig, Splits, generate_sft, parse_refused_kinds, parse_solver_mix, save_dataset
 
     sp = _data_call(Splits.load, splits)
@@ -353,9 +356,12 @@ def data_sft(
                                                       solver_mix=mix, balance_share=balance_share,
                                                       wide_share=wide_share,
                                                       wide_answers_first=wide_answers_first,
-                                                      refused_share=refused_share, refused_kinds=kinds))
+                                                      refused_share=refused_share, refused_kinds=kinds,
+                                                      lexicon_share=lexicon_share))
     path = save_dataset(rows, out, "sft")
-    console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
+    exercises = sum(r.get("lexicon") is not None for r in rows)
+    what = f"{len(rows) - exercises} games" + (f" + {exercises} word-pattern exercises" if exercises else "")
+    console.print(f"{what} -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
 
 @data_app.command("rl")
@@ -417,7 +423,9 @@ def data_check(
     _data_call(validate_rows, rows, str(dataset), allow_outside=allow_outside)
     n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside)
     extra = " or outside the answer list" if allow_outside else ""
-    console.print(f"[green]ok[/]: {n} rows, every target in the {split} split{extra}")
+    exercises = sum(r.get("lexicon") is not None for r in rows)
+    free = f" ({exercises} word-pattern exercises, no target)" if exercises else ""
+    console.print(f"[green]ok[/]: {n} rows{free}, every target in the {split} split{extra}")
 
 
 @data_app.command("stats")

@@ -9,6 +9,8 @@
 Honesty rules: only **train** answers are ever the target of a generated game (and, for RL rows, the answers of
 the optional ``rl`` split: train answers held back from the SFT games, ``data split --rl-share``). The word lists
 themselves are public, so solvers keep the whole answer list as candidates and val/test words may appear as guesses.
+Word-pattern exercises (``--lexicon-share``) are no games: each asks for any answer word with some letters in place,
+drawn alike from the whole public answer list, and has no target.
 
 Every ``<think>`` rationale is built from the real game state and states only checkable facts: what the
 feedback proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and why the
@@ -27,12 +29,12 @@ import numpy as np
 
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
-from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answer, render_conversation
+from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answer, render_conversation, render_exercise
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
-from wordle_rl.words import WordList, load_word_lists
+from wordle_rl.words import WordList, encode_words, load_word_lists
 
 __all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "DataError", "SftConfig", "RlConfig", "make_splits",
-           "rationale", "generate_sft",
+           "rationale", "generate_sft", "lexicon_exercises",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
@@ -200,6 +202,12 @@ class SftConfig:
                 "the feedback, and only then by the solver over every allowed word: imitated guesses then agree "
                 "with the soft letter targets (fitting answer words), and the states are new ones, where the "
                 "fitting answers may all be held-out words (never a target)."})
+    lexicon_share: float = field(default=0.0, metadata={
+        "help": "Word-pattern exercises added, as a share of the games: each asks for any answer word with 2-4 "
+                "letters in place (drawn from the whole public answer list, every word alike; no game, no target) "
+                "and answers one of the fitting words; with soft targets the whole set of fitting words is the "
+                "target. Teaches the word list as words to spell: fewer non-words, but no more wins "
+                "(benchmarks/RESULTS.md, session 17)."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 
@@ -313,6 +321,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     kinds = list(refused_kinds)
     _check_share("balance_share", cfg.balance_share)
     _check_share("refused_share", cfg.refused_share)
+    if cfg.lexicon_share < 0:
+        raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -397,6 +407,31 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
         })
+    return rows + lexicon_exercises(words, round(cfg.games * cfg.lexicon_share), style, cfg.seed)
+
+
+def lexicon_exercises(words: WordList, n: int, style: PromptStyle, seed: int = 0) -> list[dict]:
+    """``n`` word-pattern exercises: a word drawn from the whole answer list shows 2-4 of its letters in place (2 to
+    all but one), and the answer is a random answer word with those letters (the drawn word or another one).
+
+    The split plays no part: every public answer word is drawn and answered alike, and no exercise is a game.
+
+    >>> rows = lexicon_exercises(load_word_lists(), 3, PromptStyle("tiles", think=False))
+    >>> all(all(p in "_" + w[i] for i, p in enumerate(r["lexicon"]["pattern"]))
+    ...     for r in rows for w in [r["lexicon"]["word"]])
+    True
+    """
+    rng = random.Random(f"lexicon:{seed}")
+    codes = encode_words(words.answers)
+    rows = []
+    for _ in range(n):
+        drawn = words.answers[rng.randrange(len(words.answers))]
+        shown = set(rng.sample(range(words.length), rng.choice(range(min(2, words.length - 1), words.length))))
+        fits = np.flatnonzero(np.all([codes[:, j] == ord(drawn[j]) - ord("a") for j in shown], axis=0))
+        word = words.answers[int(fits[rng.randrange(len(fits))])]
+        pattern = "".join(c if j in shown else "_" for j, c in enumerate(drawn))
+        rows.append({"messages": render_exercise(style, pattern, word), "lexicon": {"pattern": pattern, "word": word},
+                     "history": [], "refused_at": None})
     return rows
 
 
@@ -558,6 +593,9 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None, 
     problems = []
     for k, row in enumerate(rows):
         where = f"{source}:{row.get('_line', k + 1)}"
+        if row.get("lexicon") is not None:
+            problems += _exercise_problems(row["lexicon"], where, words)
+            continue
         ans = row.get("answer")
         if not isinstance(ans, str):
             problems.append(f"{where}: missing 'answer' (string)")
@@ -588,17 +626,31 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None, 
         raise DataError(f"{len(problems)} problem(s):\n" + "\n".join(problems[:50]))
 
 
+def _exercise_problems(lex, where: str, words: WordList) -> list[str]:
+    """What is wrong with a word-pattern exercise's ``lexicon`` field (nothing: ``[]``)."""
+    if not (isinstance(lex, dict) and isinstance(lex.get("pattern"), str) and isinstance(lex.get("word"), str)):
+        return [f"{where}: 'lexicon' must be {{pattern, word}} strings, got {lex!r}"]
+    pattern, word = lex["pattern"], lex["word"]
+    if not words.is_answer(word):
+        return [f"{where}: exercise word {word!r} is not in the answer list"]
+    if len(pattern) != len(word) or any(p not in ("_", c) for p, c in zip(pattern, word)):
+        return [f"{where}: exercise word {word!r} does not fit its pattern {pattern!r}"]
+    return []
+
+
 def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
                   allowed_split: str | tuple[str, ...] = "train", allow_outside: bool = False) -> int:
     """Fail loudly if any row's target answer is outside ``allowed_split`` (a name or a tuple of names); returns
     the number of rows checked.
 
     ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so never a val or
-    test answer; check them with :func:`validate_rows`).
+    test answer; check them with :func:`validate_rows`). Word-pattern exercises have no target and pass.
     """
     allowed = (allowed_split,) if isinstance(allowed_split, str) else tuple(allowed_split)
     bad = []
     for k, row in enumerate(rows):
+        if row.get("lexicon") is not None:
+            continue
         where = f"{source}:{row.get('_line', k + 1)}"
         split = splits.split_of(row.get("answer", ""))
         if split not in allowed and not (allow_outside and split is None):
@@ -610,8 +662,14 @@ def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
 
 
 def stats(rows: list[dict], splits: Splits | None = None) -> dict:
-    """Counts, turn distribution, history-depth mix, split membership, win rate, solver mix."""
-    out: dict = {"rows": len(rows), "distinct_answers": len({r.get("answer") for r in rows})}
+    """Counts, turn distribution, history-depth mix, split membership, win rate, solver mix (of the games; word-pattern
+    exercises are only counted)."""
+    out: dict = {"rows": len(rows)}
+    exercises = sum(r.get("lexicon") is not None for r in rows)
+    if exercises:
+        out["exercises"] = exercises
+        rows = [r for r in rows if r.get("lexicon") is None]
+    out["distinct_answers"] = len({r.get("answer") for r in rows})
     if rows and "turns" in rows[0]:
         out["turns"] = dict(sorted(Counter(r["turns"] for r in rows).items()))
         out["won"] = sum(bool(r.get("won")) for r in rows)
@@ -638,6 +696,6 @@ def save_dataset(rows: list[dict], out_dir: str | Path, name: str) -> Path:
     disable_progress_bar()
     out_dir = Path(out_dir)
     write_jsonl(rows, out_dir / f"{name}.jsonl")
-    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    Dataset.from_list(clean).save_to_disk(str(out_dir / "hf"))
+    keys = list(dict.fromkeys(k for r in rows for k in r if not k.startswith("_")))  # games and exercises alike
+    Dataset.from_list([{k: r.get(k) for k in keys} for r in rows]).save_to_disk(str(out_dir / "hf"))
     return out_dir / f"{name}.jsonl"

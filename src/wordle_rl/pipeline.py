@@ -48,6 +48,8 @@ class DataSection:
         "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
                 "(SftConfig.refused_kinds)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
+    sft_lexicon_share: float = field(default=0.0, metadata={
+        "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
     rl_wide_share: float = field(default=0.0, metadata={
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
@@ -336,7 +338,8 @@ class Runner:
                                                   wide_share=d.sft_wide_share,
                                                   wide_answers_first=d.sft_wide_answers_first,
                                                   refused_share=d.sft_refused_share,
-                                                  refused_kinds=parse_refused_kinds(d.sft_refused_kinds)))
+                                                  refused_kinds=parse_refused_kinds(d.sft_refused_kinds),
+                                                  lexicon_share=d.sft_lexicon_share))
         check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, split="rl" if sp.rl else "train",
@@ -344,7 +347,8 @@ class Runner:
                                            wide_share=d.rl_wide_share))
         check_leakage(rl_rows, sp, "rl", allowed_split=RL_TARGET_SPLITS, allow_outside=True)
         save_dataset(rl_rows, self.paths["rl_data"], "rl")
-        return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
+        exercises = sum(r.get("lexicon") is not None for r in sft_rows)
+        return {"sft_games": len(sft_rows) - exercises, "sft_exercises": exercises, "rl_rows": len(rl_rows)}
 
     def stage_model(self):
         from wordle_rl.models import init_model

@@ -18,6 +18,7 @@ Four styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
     '<guess>crane</guess>'
 
 Hints (``hints=True``) add the number of answers still possible; they are off by default.
+Word-pattern exercises (:func:`render_exercise`, no game) ask for any word with some letters in place.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
            "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS",
-           "DEFAULT_STYLE", "detect_style"]
+           "DEFAULT_STYLE", "detect_style", "pattern_message", "render_exercise"]
 
 STYLES = ("xml", "tiles", "brackets", "plain")
 # The default of every command and config: the embedded default model wins more held-out games with each tile
@@ -206,6 +207,26 @@ def invalid_message(style: PromptStyle, message: str, turns_used: int, turn_lost
     """The user message after a refused move."""
     cost = "" if turn_lost else " This time it costs no guess; try again."
     return f"Invalid move: {message}.{cost}\n{_left(style, turns_used)}"
+
+
+def pattern_message(style: PromptStyle, pattern: str) -> str:
+    """The user message of a word-pattern exercise: a word with the letters of ``pattern`` in place (``_``: any).
+
+    >>> pattern_message(PromptStyle("tiles"), "sh_e_")
+    'S:G H:G _ E:G _'
+    >>> pattern_message(PromptStyle("xml"), "sh_e_")
+    'Name a word that fits SH_E_.'
+    """
+    if style.name == "tiles":
+        return " ".join(f"{c.upper()}:{_TILE[GREEN]}" if c != "_" else "_" for c in pattern)
+    return f"Name a word that fits {pattern.upper()}."
+
+
+def render_exercise(style: PromptStyle, pattern: str, word: str) -> list[dict[str, str]]:
+    """A word-pattern exercise as chat messages: system, the pattern, and ``word`` answered as a guess."""
+    return [{"role": "system", "content": system_prompt(style)},
+            {"role": "user", "content": pattern_message(style, pattern)},
+            {"role": "assistant", "content": format_answer(style, word)}]
 
 
 def format_answer(style: PromptStyle, guess: str, think: str | None = None) -> str:

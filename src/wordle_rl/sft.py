@@ -169,14 +169,15 @@ def budget_cosine(step: int, max_steps: int, warmup: int, time_share: float) -> 
 def load_sft_dataset(path: str | Path, soft: bool = False):
     """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``) or a JSONL.
 
-    ``soft=True`` also keeps ``history`` and adds ``soft_turns`` (:func:`trained_turns`) for the soft targets.
+    ``soft=True`` also keeps ``history`` (and ``lexicon``, of word-pattern exercises) and adds ``soft_turns``
+    (:func:`trained_turns`) for the soft targets.
     """
     from datasets import Dataset, load_from_disk
 
     from wordle_rl.data import DataError, read_jsonl
 
     p = Path(path)
-    keep = ("messages", "history", "refused_at")
+    keep = ("messages", "history", "refused_at", "lexicon")
     jsonl = p / "sft.jsonl" if p.is_dir() else p
     if p.is_dir() and (p / "hf").is_dir():
         ds = load_from_disk(str(p / "hf"))
@@ -272,7 +273,27 @@ class SoftTargets:
         return self._cached(self._key(history), guess)
 
     def _distributions(self, history: tuple, guess: str) -> list[tuple[int, np.ndarray]]:
-        codes = self.codes[self._fits(history)]
+        return self._prefix_distributions(self.codes[self._fits(history)], guess)
+
+    def pattern_distributions(self, pattern: str, guess: str) -> list[tuple[int, np.ndarray]]:
+        """As :meth:`letter_distributions`, over the answer words with the letters of ``pattern`` in place (``_``: any
+        letter), for a word-pattern exercise.
+
+        >>> [(j, round(float(p.max()), 2)) for j, p in SoftTargets().pattern_distributions("_unty", "aunty")]
+        [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)]
+        """
+        return self._prefix_distributions(self.codes[self.pattern_fits(pattern)], guess)
+
+    def pattern_fits(self, pattern: str) -> np.ndarray:
+        """Mask of the answer words with the letters of ``pattern`` in place (``_``: any letter)."""
+        fits = np.ones(len(self.codes), dtype=bool)
+        for j, c in enumerate(pattern):
+            if c != "_":
+                fits &= self.codes[:, j] == ord(c) - ord("a")
+        return fits
+
+    @staticmethod
+    def _prefix_distributions(codes: np.ndarray, guess: str) -> list[tuple[int, np.ndarray]]:
         target = encode_words([guess])[0]
         out = []
         for j in range(len(target)):
@@ -323,10 +344,28 @@ class SoftTargetCollator:
             raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
         return [(at + j - 1, p) for j, p in self.targets.letter_distributions(history[:k], guess)]
 
+    def _exercise_targets(self, lexicon: dict, span: list[int]) -> list[tuple[int, np.ndarray]]:
+        """``[(offset in span of the logit, target)]`` for the word of a word-pattern exercise."""
+        pattern, word = lexicon["pattern"], lexicon["word"]
+        if self.word_tokens:
+            at = _find_last(span, [self._word_id[word]])
+            fits = self.targets.pattern_fits(pattern)
+            return [] if at is None else [(at - 1, (fits / fits.sum()).astype(np.float32))]
+        at = _find_last(span, _ids_of(word, self.letter_ids))
+        if at is None:
+            raise ValueError(f"soft targets: exercise word {word!r} is not spelled in its assistant turn")
+        return [(at + j - 1, p) for j, p in self.targets.pattern_distributions(pattern, word)]
+
     def __call__(self, examples: list[dict]) -> dict:
-        extras = [(ex.pop("history", None), ex.pop("soft_turns", None)) for ex in examples]
+        extras = [(ex.pop("history", None), ex.pop("soft_turns", None), ex.pop("lexicon", None)) for ex in examples]
         index, probs = [], []
-        for b, (ex, (history, turns)) in enumerate(zip(examples, extras)):
+        for b, (ex, (history, turns, lexicon)) in enumerate(zip(examples, extras)):
+            if lexicon is not None:
+                for start, end in _label_spans(ex["labels"]):
+                    for offset, p in self._exercise_targets(lexicon, ex["input_ids"][start:end]):
+                        index.append((b, start + offset))
+                        probs.append(p)
+                continue
             if not history or not turns:
                 continue
             spans = _label_spans(ex["labels"])
@@ -396,7 +435,7 @@ class WordleSFTTrainer(SFTTrainer):
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
         if self.args.soft_target_weight > 0 and "soft_turns" not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, "history", "soft_turns"]
+            self._signature_columns = [*self._signature_columns, "history", "soft_turns", "lexicon"]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
