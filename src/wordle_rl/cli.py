@@ -345,7 +345,15 @@ def data_sft(
 ) -> None:
     """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
     conversational `messages` rows (JSONL + datasets), and optionally word-pattern exercises."""
-    from wordle_rl.data import SftConfig, Splits, generate_sft, parse_refused_kinds, parse_solver_mix, save_dataset
+    from wordle_rl.data import (
+        SftConfig,
+        Splits,
+        generate_sft,
+        is_exercise,
+        parse_refused_kinds,
+        parse_solver_mix,
+        save_dataset,
+    )
 
     sp = _data_call(Splits.load, splits)
     mix = _data_call(parse_solver_mix, solvers)
@@ -359,7 +367,7 @@ def data_sft(
                                                       refused_share=refused_share, refused_kinds=kinds,
                                                       lexicon_share=lexicon_share))
     path = save_dataset(rows, out, "sft")
-    exercises = sum(r.get("lexicon") is not None for r in rows)
+    exercises = sum(map(is_exercise, rows))
     what = f"{len(rows) - exercises} games" + (f" + {exercises} word-pattern exercises" if exercises else "")
     console.print(f"{what} -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
@@ -416,14 +424,14 @@ def data_check(
                                                      "list (SFT games made with --wide-share).")] = False,
 ) -> None:
     """Fail loudly if any row targets an answer outside the allowed split (leakage), or is malformed."""
-    from wordle_rl.data import Splits, check_leakage, validate_rows
+    from wordle_rl.data import Splits, check_leakage, is_exercise, validate_rows
 
     sp = _data_call(Splits.load, splits)
     rows = _load_rows(dataset)
     _data_call(validate_rows, rows, str(dataset), allow_outside=allow_outside)
     n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside)
     extra = " or outside the answer list" if allow_outside else ""
-    exercises = sum(r.get("lexicon") is not None for r in rows)
+    exercises = sum(map(is_exercise, rows))
     free = f" ({exercises} word-pattern exercises, no target)" if exercises else ""
     console.print(f"[green]ok[/]: {n} rows{free}, every target in the {split} split{extra}")
 

@@ -31,10 +31,10 @@ from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
 from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answer, render_conversation, render_exercise
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
-from wordle_rl.words import WordList, encode_words, load_word_lists
+from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
 __all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "DataError", "SftConfig", "RlConfig", "make_splits",
-           "rationale", "generate_sft", "lexicon_exercises",
+           "rationale", "generate_sft", "lexicon_exercises", "is_exercise",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
@@ -410,6 +410,11 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     return rows + lexicon_exercises(words, round(cfg.games * cfg.lexicon_share), style, cfg.seed)
 
 
+def is_exercise(row: dict) -> bool:
+    """Whether a row is a word-pattern exercise (:func:`lexicon_exercises`) rather than a game."""
+    return row.get("lexicon") is not None
+
+
 def lexicon_exercises(words: WordList, n: int, style: PromptStyle, seed: int = 0) -> list[dict]:
     """``n`` word-pattern exercises: a word drawn from the whole answer list shows 2-4 of its letters in place (2 to
     all but one), and the answer is a random answer word with those letters (the drawn word or another one).
@@ -427,9 +432,9 @@ def lexicon_exercises(words: WordList, n: int, style: PromptStyle, seed: int = 0
     for _ in range(n):
         drawn = words.answers[rng.randrange(len(words.answers))]
         shown = set(rng.sample(range(words.length), rng.choice(range(min(2, words.length - 1), words.length))))
-        fits = np.flatnonzero(np.all([codes[:, j] == ord(drawn[j]) - ord("a") for j in shown], axis=0))
-        word = words.answers[int(fits[rng.randrange(len(fits))])]
         pattern = "".join(c if j in shown else "_" for j, c in enumerate(drawn))
+        fits = np.flatnonzero(pattern_mask(codes, pattern))
+        word = words.answers[int(fits[rng.randrange(len(fits))])]
         rows.append({"messages": render_exercise(style, pattern, word), "lexicon": {"pattern": pattern, "word": word},
                      "history": [], "refused_at": None})
     return rows
@@ -593,7 +598,7 @@ def validate_rows(rows: list[dict], source: str, words: WordList | None = None, 
     problems = []
     for k, row in enumerate(rows):
         where = f"{source}:{row.get('_line', k + 1)}"
-        if row.get("lexicon") is not None:
+        if is_exercise(row):
             problems += _exercise_problems(row["lexicon"], where, words)
             continue
         ans = row.get("answer")
@@ -649,7 +654,7 @@ def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
     allowed = (allowed_split,) if isinstance(allowed_split, str) else tuple(allowed_split)
     bad = []
     for k, row in enumerate(rows):
-        if row.get("lexicon") is not None:
+        if is_exercise(row):
             continue
         where = f"{source}:{row.get('_line', k + 1)}"
         split = splits.split_of(row.get("answer", ""))
@@ -665,10 +670,10 @@ def stats(rows: list[dict], splits: Splits | None = None) -> dict:
     """Counts, turn distribution, history-depth mix, split membership, win rate, solver mix (of the games; word-pattern
     exercises are only counted)."""
     out: dict = {"rows": len(rows)}
-    exercises = sum(r.get("lexicon") is not None for r in rows)
-    if exercises:
-        out["exercises"] = exercises
-        rows = [r for r in rows if r.get("lexicon") is None]
+    games = [r for r in rows if not is_exercise(r)]
+    if len(games) < len(rows):
+        out["exercises"] = len(rows) - len(games)
+    rows = games
     out["distinct_answers"] = len({r.get("answer") for r in rows})
     if rows and "turns" in rows[0]:
         out["turns"] = dict(sorted(Counter(r["turns"] for r in rows).items()))

@@ -324,6 +324,7 @@ class Runner:
             check_leakage,
             generate_rl,
             generate_sft,
+            is_exercise,
             parse_depth_mix,
             parse_refused_kinds,
             parse_solver_mix,
@@ -347,7 +348,7 @@ class Runner:
                                            wide_share=d.rl_wide_share))
         check_leakage(rl_rows, sp, "rl", allowed_split=RL_TARGET_SPLITS, allow_outside=True)
         save_dataset(rl_rows, self.paths["rl_data"], "rl")
-        exercises = sum(r.get("lexicon") is not None for r in sft_rows)
+        exercises = sum(map(is_exercise, sft_rows))
         return {"sft_games": len(sft_rows) - exercises, "sft_exercises": exercises, "rl_rows": len(rl_rows)}
 
     def stage_model(self):

@@ -32,7 +32,7 @@ from trl import SFTConfig, SFTTrainer
 from wordle_rl.game import candidate_indices, pattern_matrix, str_to_pattern
 from wordle_rl.models import load_model, pick_device, write_prompt_record
 from wordle_rl.prompts import PromptStyle, detect_style
-from wordle_rl.words import WordList, encode_words, load_word_lists
+from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
 __all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget", "SoftTargets", "SoftTargetCollator",
            "WordleSFTTrainer", "trained_turns"]
@@ -282,15 +282,7 @@ class SoftTargets:
         >>> [(j, round(float(p.max()), 2)) for j, p in SoftTargets().pattern_distributions("_unty", "aunty")]
         [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)]
         """
-        return self._prefix_distributions(self.codes[self.pattern_fits(pattern)], guess)
-
-    def pattern_fits(self, pattern: str) -> np.ndarray:
-        """Mask of the answer words with the letters of ``pattern`` in place (``_``: any letter)."""
-        fits = np.ones(len(self.codes), dtype=bool)
-        for j, c in enumerate(pattern):
-            if c != "_":
-                fits &= self.codes[:, j] == ord(c) - ord("a")
-        return fits
+        return self._prefix_distributions(self.codes[pattern_mask(self.codes, pattern)], guess)
 
     @staticmethod
     def _prefix_distributions(codes: np.ndarray, guess: str) -> list[tuple[int, np.ndarray]]:
@@ -349,7 +341,7 @@ class SoftTargetCollator:
         pattern, word = lexicon["pattern"], lexicon["word"]
         if self.word_tokens:
             at = _find_last(span, [self._word_id[word]])
-            fits = self.targets.pattern_fits(pattern)
+            fits = pattern_mask(self.targets.codes, pattern)
             return [] if at is None else [(at - 1, (fits / fits.sum()).astype(np.float32))]
         at = _find_last(span, _ids_of(word, self.letter_ids))
         if at is None:

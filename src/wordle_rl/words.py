@@ -31,6 +31,7 @@ __all__ = [
     "load_word_lists",
     "read_word_file",
     "encode_words",
+    "pattern_mask",
 ]
 
 
@@ -85,6 +86,19 @@ def encode_words(words: list[str] | tuple[str, ...]) -> np.ndarray:
     buf = "".join(words).encode("ascii")
     arr = np.frombuffer(buf, dtype=np.uint8).reshape(len(words), -1)
     return (arr - ord("a")).astype(np.uint8)
+
+
+def pattern_mask(codes: np.ndarray, pattern: str) -> np.ndarray:
+    """Mask of the encoded words (:func:`encode_words`) with the letters of ``pattern`` in place (``_``: any letter).
+
+    >>> pattern_mask(encode_words(["crane", "crank", "pilot"]), "cra__").tolist()
+    [True, True, False]
+    """
+    fits = np.ones(len(codes), dtype=bool)
+    for j, c in enumerate(pattern):
+        if c != "_":
+            fits &= codes[:, j] == ord(c) - ord("a")
+    return fits
 
 
 @dataclass(frozen=True)
