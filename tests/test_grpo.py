@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -211,3 +212,71 @@ def test_depth_curriculum_starts_deep_and_fades_out(setup):
     assert ro.depth_curriculum(ids, step=10) == ids
     assert WordleRollout(WordleGRPOConfig(output_dir=str(root / "d"), num_generations=2), rows,
                          build_tokenizer()).depth_curriculum(ids, step=0) == ids
+
+
+def test_sft_loss_config_is_checked():
+    with pytest.raises(ValueError, match="needs sft_data"):
+        WordleGRPOConfig(output_dir="unused", sft_coef=1.0)
+    with pytest.raises(ValueError, match="would be unused"):
+        WordleGRPOConfig(output_dir="unused", sft_data="data/sft")
+    with pytest.raises(ValueError, match="must be >= 0"):
+        WordleGRPOConfig(output_dir="unused", sft_data="data/sft", sft_coef=-1.0)
+
+
+def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(setup):
+    from wordle_rl.sft import SftBatches, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset
+
+    root, model_path = setup
+    model, tok = load_model(str(model_path))
+    batches = SftBatches(root / "sft", tok, batch_size=4, seed=3)
+    one, again, other = batches.batch(0), batches.batch(0), batches.batch(1)
+    assert torch.equal(one["input_ids"], again["input_ids"]) and torch.equal(one["soft_probs"], again["soft_probs"])
+    assert one["input_ids"].shape != other["input_ids"].shape or not torch.equal(one["input_ids"], other["input_ids"])
+    # the same four games through `wordle-rl sft`'s own tokenization and collator give the same batch
+    idx = sorted(int(i) for i in np.random.default_rng([3, 0]).choice(len(batches.dataset), 4, replace=False))
+    cfg = WordleSFTConfig(model=str(model_path), data=str(root / "sft"), output_dir=str(root / "unused-sft"),
+                          max_steps=1, threads=1, disable_tqdm=True, soft_target_weight=1.0)
+    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(root / "sft", soft=True),
+                               processing_class=tok)
+    ref = trainer.data_collator([dict(trainer.train_dataset[i]) for i in idx])
+    for key in ("input_ids", "labels", "soft_index", "soft_probs"):
+        assert torch.equal(one[key], ref[key]), key
+
+
+def test_sft_batches_refuse_games_on_held_out_answers(setup, tmp_path, words):
+    from wordle_rl.data import DataError, read_jsonl, write_jsonl
+    from wordle_rl.sft import SftBatches
+
+    root, model_path = setup
+    rows = read_jsonl(root / "sft" / "sft.jsonl")
+    splits = make_splits(words, seed=0)
+    splits.save(tmp_path / "splits.json")
+    rows[1]["answer"] = splits.test[0]
+    write_jsonl(rows, tmp_path / "leaky.jsonl")
+    with pytest.raises(DataError, match="LEAKAGE"):
+        SftBatches(tmp_path / "leaky.jsonl", load_model(str(model_path))[1], 4, splits=tmp_path / "splits.json")
+
+
+def test_grpo_with_the_sft_loss_logs_it_and_trains(setup):
+    root, model_path = setup
+    out = root / "run-ptx"
+    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
+                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=8, threads=1,
+                           learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True,
+                           sft_data=str(root / "sft"), sft_coef=1.0, sft_batch_size=4)
+    run_grpo(cfg)
+    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert len(log) == 2 and all(0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log)
+    saved = json.loads((out / "wordle_rl_grpo_config.json").read_text())
+    assert saved["sft_coef"] == 1.0 and saved["sft_data"] == str(root / "sft")
+
+
+def test_sft_batches_need_a_template_that_marks_assistant_turns(setup):
+    from wordle_rl.sft import SftBatches
+
+    root, model_path = setup
+    tok = load_model(str(model_path))[1]
+    tok.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' }}"
+                         "{% endfor %}")
+    with pytest.raises(ValueError, match="generation"):
+        SftBatches(root / "sft", tok, 4).batch(0)

@@ -82,6 +82,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
         run_pipeline(cfg, out, console)
     # a killed GRPO stage (marker missing, checkpoint present) resumes from the checkpoint instead of restarting
     first = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert all(e["sft/hard_loss"] > 0 for e in first)  # GRPO keeps the SFT loss on the run's own SFT games
     (out / "markers" / "grpo.json").unlink()
     run_pipeline(load_config("quick"), out, console)
     log = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]

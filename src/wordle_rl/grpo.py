@@ -11,6 +11,8 @@ to the reward functions as ``episode_<component>`` keyword arguments, so TRL log
 The answer never enters a prompt: rows are found by an index kept in the first message's dict.
 The environment is in-process, or the server when ``env_url`` is set. Health is logged every step:
 zero-spread group share, win rate, guesses, repeats, format errors, episodes/s and tokens/s.
+With ``--sft_data DIR --sft_coef C`` every step also adds C times the SFT loss (hard labels + soft targets) of a
+batch of solver games (PPO-ptx): the imitation objective stays in the loss while RL moves the policy.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle
 from wordle_rl.rewards import COMPONENTS, RewardContext, RewardCurriculum, RewardWeights, combine, make_reward_funcs
 
-__all__ = ["WordleGRPOConfig", "WordleRollout", "run_grpo", "load_rl_rows", "vllm_missing"]
+__all__ = ["WordleGRPOConfig", "WordleGRPOTrainer", "WordleRollout", "run_grpo", "load_rl_rows", "vllm_missing"]
 
 ROW_KEY = "wordle_row"
 
@@ -78,11 +80,29 @@ class WordleGRPOConfig(GRPOConfig):
     eval_val_games: int = field(default=100, metadata={"help": "Val answers per evaluation."})
     splits: str = field(default="data/splits.json", metadata={
         "help": "Splits file: val evaluation, and (when it exists) the check that no RL target is a val/test answer."})
+    sft_data: str | None = field(default=None, metadata={
+        "help": "SFT games (`wordle-rl data sft`) whose loss (hard labels + soft targets, as in `wordle-rl sft`) is "
+                "added to every GRPO step with weight sft_coef (PPO-ptx): it keeps the imitation, and the soft "
+                "targets over every fitting answer word, while RL moves the policy. None: off."})
+    sft_coef: float = field(default=0.0, metadata={"help": "Weight of the SFT loss (0: off; > 0 needs sft_data)."})
+    sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
+    sft_soft_target_weight: float = field(default=1.0, metadata={
+        "help": "Weight of the soft targets inside that loss (the `wordle-rl sft` option soft_target_weight; 0 for "
+                "a tokenizer that does not spell a guess one letter per token, e.g. Qwen's)."})
 
     def __post_init__(self) -> None:
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError("num_generations must be at least 2: GRPO compares games within a group, and a group "
                              "of one has no relative advantage to learn from")
+        if self.sft_coef < 0 or self.sft_soft_target_weight < 0:
+            raise ValueError(f"sft_coef and sft_soft_target_weight must be >= 0, got {self.sft_coef} and "
+                             f"{self.sft_soft_target_weight}")
+        if self.sft_coef > 0 and not self.sft_data:
+            raise ValueError(f"sft_coef={self.sft_coef} needs sft_data: the SFT games (`wordle-rl data sft`) "
+                             "whose loss it weighs")
+        if self.sft_data and self.sft_coef == 0:
+            raise ValueError(f"sft_data={self.sft_data!r} is set but sft_coef is 0, so it would be unused: set "
+                             "sft_coef > 0 (e.g. 1.0) or leave sft_data out")
         if getattr(self, "use_vllm", False):
             _configure_vllm(self)
         from wordle_rl.sft import _resolve_defaults
@@ -395,6 +415,33 @@ class WordleRollout:
         return out
 
 
+class WordleGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` plus, when ``sft_batches`` is given, ``sft_coef`` times the SFT loss of one batch of
+    solver games at every optimisation step (logged as ``sft/hard_loss`` and ``sft/soft_loss``)."""
+
+    def __init__(self, *args, sft_batches=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sft_batches = sft_batches
+        self._sft_draw = (-1, 0)  # (global step, micro-batches drawn in it)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        from wordle_rl.sft import soft_target_losses
+
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.sft_batches is None or not model.training:
+            return loss
+        step, drawn = self._sft_draw
+        drawn = drawn + 1 if step == self.state.global_step else 0
+        self._sft_draw = (self.state.global_step, drawn)
+        batch = self.sft_batches.batch(self.state.global_step * self.args.gradient_accumulation_steps + drawn)
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        hard, soft, _, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
+        self._metrics["train"]["sft/hard_loss"].append(hard.item())
+        self._metrics["train"]["sft/soft_loss"].append(soft.item())
+        sft = hard + self.args.sft_soft_target_weight * soft
+        return loss + self.args.sft_coef * sft / self.current_gradient_accumulation_steps
+
+
 class CurriculumCallback(TrainerCallback):
     """Moves ``trainer.reward_weights`` along a :class:`RewardCurriculum` each step."""
 
@@ -449,7 +496,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     from datasets import Dataset
 
     from wordle_rl.models import check_prompt_style, load_model, write_prompt_record
-    from wordle_rl.sft import TimeBudget, _jsonable, train_and_save
+    from wordle_rl.sft import SftBatches, TimeBudget, _jsonable, train_and_save
 
     torch.set_num_threads(cfg.threads)
     style = PromptStyle(cfg.style, think=cfg.think)
@@ -478,9 +525,12 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     val = ValEvalCallback(cfg, tok, out) if cfg.eval_val_every else None
     if val:
         callbacks.append(val)
-    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_funcs(rollout.style, cfg.hard, cfg.max_turns),
-                          args=cfg, train_dataset=dataset, processing_class=tok, rollout_func=rollout,
-                          callbacks=callbacks)
+    sft = (SftBatches(cfg.sft_data, tok, cfg.sft_batch_size, cfg.seed,
+                      cfg.splits if Path(cfg.splits).is_file() else None, soft=cfg.sft_soft_target_weight > 0)
+           if cfg.sft_coef > 0 else None)
+    trainer = WordleGRPOTrainer(model=model, reward_funcs=make_reward_funcs(rollout.style, cfg.hard, cfg.max_turns),
+                                args=cfg, train_dataset=dataset, processing_class=tok, rollout_func=rollout,
+                                callbacks=callbacks, sft_batches=sft)
     for cb in (cur, val):
         if cb is not None:
             cb.trainer = trainer

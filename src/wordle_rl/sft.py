@@ -35,7 +35,7 @@ from wordle_rl.prompts import PromptStyle, detect_style
 from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
 __all__ = ["WordleSFTConfig", "run_sft", "load_sft_dataset", "TimeBudget", "SoftTargets", "SoftTargetCollator",
-           "WordleSFTTrainer", "trained_turns"]
+           "WordleSFTTrainer", "trained_turns", "soft_target_losses", "SftBatches"]
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -430,19 +430,11 @@ class WordleSFTTrainer(SFTTrainer):
             self._signature_columns = [*self._signature_columns, "history", "soft_turns", "lexicon"]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
-        if soft_index is None:
+        if "soft_index" not in inputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if model.training else "eval"
-        labels = inputs["labels"][:, 1:]
-        out = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False)
-        logp = out.logits[:, :-1].float().log_softmax(-1)
-        mask = labels != -100
-        token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        n = mask.sum() if num_items_in_batch is None else num_items_in_batch
-        hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
-        targets = logp[soft_index[:, 0], soft_index[:, 1]][:, self.data_collator.target_ids]
-        soft = -(soft_probs.to(targets) * targets).sum(-1).mean() if len(soft_index) else hard.new_zeros(())
+        hard, soft, accuracy, out = soft_target_losses(model, inputs, self.data_collator.target_ids,
+                                                       num_items_in_batch)
         # the hard part is already a share of all micro-batches' tokens; the soft mean is per micro-batch, so it is
         # divided by the accumulation steps whenever the Trainer will not do it
         scaled = getattr(self, "loss_is_scaled_for_ga", None)
@@ -450,12 +442,112 @@ class WordleSFTTrainer(SFTTrainer):
             scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
         steps = self.current_gradient_accumulation_steps if scaled and model.training else 1
         loss = hard + self.args.soft_target_weight * soft / steps
-        with torch.no_grad():
-            correct = ((logp.argmax(-1) == labels) & mask).sum()
-            self._metrics[mode]["mean_token_accuracy"].append((correct / mask.sum().clamp(min=1)).item())
-            self._metrics[mode]["hard_loss"].append(hard.item())
-            self._metrics[mode]["soft_loss"].append(soft.item())
+        self._metrics[mode]["mean_token_accuracy"].append(accuracy)
+        self._metrics[mode]["hard_loss"].append(hard.item())
+        self._metrics[mode]["soft_loss"].append(soft.item())
         return (loss, out) if return_outputs else loss
+
+
+def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_items=None):
+    """``(hard, soft, token accuracy, model output)`` of a batch from :class:`SoftTargetCollator`: the mean
+    cross-entropy of the hard labels (over ``num_items`` tokens when given, else the batch's) and the mean
+    cross-entropy of the soft targets (``inputs`` loses its ``soft_index``/``soft_probs``; without them, or with
+    no ``target_ids``, the soft part is 0)."""
+    soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
+    labels = inputs["labels"][:, 1:]
+    out = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False)
+    logp = out.logits[:, :-1].float().log_softmax(-1)
+    mask = labels != -100
+    token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    n = mask.sum() if num_items is None else num_items
+    hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
+    if soft_index is None or target_ids is None or not len(soft_index):
+        soft = hard.new_zeros(())
+    else:
+        targets = logp[soft_index[:, 0], soft_index[:, 1]][:, target_ids]
+        soft = -(soft_probs.to(targets) * targets).sum(-1).mean()
+    with torch.no_grad():
+        accuracy = (((logp.argmax(-1) == labels) & mask).sum() / mask.sum().clamp(min=1)).item()
+    return hard, soft, accuracy, out
+
+
+class SftBatches:
+    """Random batches of SFT games for a loss mixed into another trainer (GRPO's ``sft_coef``, PPO-ptx style).
+
+    Each conversation is tokenized with the chat template's assistant mask (the loss is on the imitated assistant
+    turns, as in ``wordle-rl sft``) and collated with the soft targets (``soft=False``: hard labels only, for a
+    tokenizer without them). Batch ``k`` is drawn by ``numpy.random.default_rng([seed, k])``, so a resumed run
+    draws the same batches as an unbroken one.
+    """
+
+    def __init__(self, path: str | Path, tokenizer, batch_size: int = 32, seed: int = 0, splits=None,
+                 soft: bool = True):
+        from wordle_rl.data import Splits, check_leakage
+
+        self.dataset = load_sft_dataset(path, soft=soft)
+        if splits is not None:
+            answers = [{"answer": a} for a in _answers_of(path)]
+            check_leakage(answers, Splits.load(splits), str(path), allow_outside=True)
+        if batch_size < 1 or batch_size > len(self.dataset):
+            raise ValueError(f"SFT batch size {batch_size} must be between 1 and the {len(self.dataset)} games "
+                             f"of {path}")
+        self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
+        self.collate = SoftTargetCollator(self._pad, tokenizer) if soft else self._pad
+
+    @property
+    def target_ids(self) -> list[int] | None:
+        return getattr(self.collate, "target_ids", None)
+
+    def batch(self, k: int) -> dict:
+        """Batch number ``k`` (tensors: input_ids, attention_mask, labels, soft_index, soft_probs)."""
+        idx = np.random.default_rng([self.seed, k]).choice(len(self.dataset), self.batch_size, replace=False)
+        return self.collate([self._encode(self.dataset[int(i)]) for i in sorted(idx)])
+
+    def _encode(self, row: dict) -> dict:
+        enc = self.tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
+                                                 return_assistant_tokens_mask=True)
+        ids, marks = list(enc["input_ids"]), enc["assistant_masks"]
+        if not any(marks):
+            raise ValueError("the SFT loss needs a chat template that marks assistant turns with {% generation %} "
+                             "(as the embedded default's does); this tokenizer's marks none, so there is nothing "
+                             "to learn from: set sft_coef=0, or give the tokenizer such a template")
+        labels = [t if m else -100 for t, m in zip(ids, marks)]
+        return {"input_ids": ids, "labels": labels, "history": row.get("history"),
+                "soft_turns": row.get("soft_turns"), "lexicon": row.get("lexicon")}
+
+    def _pad(self, examples: list[dict]) -> dict:
+        width = max(len(ex["input_ids"]) for ex in examples)
+        pad = self.tokenizer.pad_token_id
+
+        def padded(key: str, fill: int) -> torch.Tensor:
+            return torch.tensor([ex[key] + [fill] * (width - len(ex[key])) for ex in examples], dtype=torch.long)
+
+        mask = torch.tensor([[1] * len(ex["input_ids"]) + [0] * (width - len(ex["input_ids"])) for ex in examples])
+        return {"input_ids": padded("input_ids", pad), "labels": padded("labels", -100), "attention_mask": mask}
+
+
+def _answers_of(path: str | Path) -> list[str]:
+    """The target answers of an SFT data folder or JSONL (none for word-pattern exercises), read a line at a time
+    (the games themselves are not kept)."""
+    from datasets import load_from_disk
+
+    p = Path(path)
+    jsonl = p / "sft.jsonl" if p.is_dir() else p
+    if not jsonl.is_file():
+        ds = load_from_disk(str(p / "hf"))
+        return [a for a in ds["answer"] if a] if "answer" in ds.column_names else []
+    from wordle_rl.data import DataError
+
+    out = []
+    with jsonl.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                row = json.loads(line) if line.strip() else {}
+            except json.JSONDecodeError as e:
+                raise DataError(f"{jsonl}:{lineno}: not valid JSON ({e.msg})") from e
+            if isinstance(row, dict) and row.get("answer"):
+                out.append(row["answer"])
+    return out
 
 
 def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
