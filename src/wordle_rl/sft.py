@@ -166,27 +166,32 @@ def budget_cosine(step: int, max_steps: int, warmup: int, time_share: float) -> 
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def load_sft_dataset(path: str | Path, soft: bool = False):
+def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | None = None):
     """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``) or a JSONL.
 
     ``soft=True`` also keeps ``history`` (and ``lexicon``, of word-pattern exercises) and adds ``soft_turns``
-    (:func:`trained_turns`) for the soft targets.
+    (:func:`trained_turns`) for the soft targets. Given a ``splits`` file, the games' target answers are first
+    checked against it (:func:`wordle_rl.data.check_leakage`: a val or test target is an error).
     """
     from datasets import Dataset, load_from_disk
 
-    from wordle_rl.data import DataError, read_jsonl
+    from wordle_rl.data import DataError, Splits, check_leakage, read_jsonl
 
     p = Path(path)
     keep = ("messages", "history", "refused_at", "lexicon")
+    read = (*keep, "answer") if splits is not None else keep
     jsonl = p / "sft.jsonl" if p.is_dir() else p
     if p.is_dir() and (p / "hf").is_dir():
         ds = load_from_disk(str(p / "hf"))
     elif jsonl.is_file():
-        ds = Dataset.from_list([{k: r[k] for k in keep if k in r} for r in read_jsonl(jsonl)])
+        ds = Dataset.from_list([{k: r[k] for k in read if k in r} for r in read_jsonl(jsonl)])
     else:
         raise DataError(f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)")
     if "messages" not in ds.column_names:
         raise DataError(f"{p}: rows have no 'messages' column")
+    if splits is not None and "answer" in ds.column_names:  # word-pattern exercises have no answer
+        check_leakage([{"answer": a} for a in ds["answer"] if a is not None], Splits.load(splits), str(p),
+                      allow_outside=True)
     if soft:
         if "history" not in ds.column_names:
             raise DataError(f"{p}: soft targets need solver games with a 'history' column "
@@ -482,17 +487,15 @@ class SftBatches:
 
     def __init__(self, path: str | Path, tokenizer, batch_size: int = 32, seed: int = 0, splits=None,
                  soft: bool = True):
-        from wordle_rl.data import Splits, check_leakage
+        from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-        self.dataset = load_sft_dataset(path, soft=soft)
-        if splits is not None:
-            answers = [{"answer": a} for a in _answers_of(path)]
-            check_leakage(answers, Splits.load(splits), str(path), allow_outside=True)
+        self.dataset = load_sft_dataset(path, soft=soft, splits=splits)
         if batch_size < 1 or batch_size > len(self.dataset):
             raise ValueError(f"SFT batch size {batch_size} must be between 1 and the {len(self.dataset)} games "
                              f"of {path}")
         self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
-        self.collate = SoftTargetCollator(self._pad, tokenizer) if soft else self._pad
+        pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)  # as `wordle-rl sft` pads
+        self.collate = SoftTargetCollator(pad, tokenizer) if soft else pad
 
     @property
     def target_ids(self) -> list[int] | None:
@@ -514,40 +517,6 @@ class SftBatches:
         labels = [t if m else -100 for t, m in zip(ids, marks)]
         return {"input_ids": ids, "labels": labels, "history": row.get("history"),
                 "soft_turns": row.get("soft_turns"), "lexicon": row.get("lexicon")}
-
-    def _pad(self, examples: list[dict]) -> dict:
-        width = max(len(ex["input_ids"]) for ex in examples)
-        pad = self.tokenizer.pad_token_id
-
-        def padded(key: str, fill: int) -> torch.Tensor:
-            return torch.tensor([ex[key] + [fill] * (width - len(ex[key])) for ex in examples], dtype=torch.long)
-
-        mask = torch.tensor([[1] * len(ex["input_ids"]) + [0] * (width - len(ex["input_ids"])) for ex in examples])
-        return {"input_ids": padded("input_ids", pad), "labels": padded("labels", -100), "attention_mask": mask}
-
-
-def _answers_of(path: str | Path) -> list[str]:
-    """The target answers of an SFT data folder or JSONL (none for word-pattern exercises), read a line at a time
-    (the games themselves are not kept)."""
-    from datasets import load_from_disk
-
-    p = Path(path)
-    jsonl = p / "sft.jsonl" if p.is_dir() else p
-    if not jsonl.is_file():
-        ds = load_from_disk(str(p / "hf"))
-        return [a for a in ds["answer"] if a] if "answer" in ds.column_names else []
-    from wordle_rl.data import DataError
-
-    out = []
-    with jsonl.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                row = json.loads(line) if line.strip() else {}
-            except json.JSONDecodeError as e:
-                raise DataError(f"{jsonl}:{lineno}: not valid JSON ({e.msg})") from e
-            if isinstance(row, dict) and row.get("answer"):
-                out.append(row["answer"])
-    return out
 
 
 def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
