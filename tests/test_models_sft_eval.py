@@ -98,6 +98,22 @@ def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
         run_sft(cfg, resume=True)
 
 
+def test_sft_with_splits_refuses_a_game_on_a_test_answer_before_training(micro, sft_data, tmp_path):
+    from wordle_rl.data import read_jsonl, write_jsonl
+
+    data, splits, _ = sft_data
+    splits.save(tmp_path / "splits.json")
+    rows = read_jsonl(data / "sft.jsonl")
+    rows[3]["answer"] = splits.test[5]
+    write_jsonl(rows, tmp_path / "leaky.jsonl")
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["sft", "--model", str(micro), "--data", str(tmp_path / "leaky.jsonl"),
+                                 "--splits", str(tmp_path / "splits.json"), "--output_dir", str(out),
+                                 "--max_steps", "1", "--threads", "1"])
+    assert r.exit_code != 0 and "LEAKAGE" in str(r.exception) + r.output
+    assert not list(out.glob("checkpoint-*")) and not (out / "model.safetensors").exists()
+
+
 def test_missing_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_model(str(tmp_path / "nothing"))

@@ -199,7 +199,7 @@ def solve(
 rewards_app = typer.Typer(no_args_is_help=True, help="Inspect reward functions.")
 app.add_typer(rewards_app, name="rewards")
 
-StyleOpt = Annotated[str, typer.Option(help="Prompt style: xml | tiles | brackets | plain.")]
+StyleOpt = Annotated[str, typer.Option(help="Prompt style: xml | tiles | tiles-known | brackets | plain.")]
 ThinkOpt = Annotated[bool, typer.Option("--think/--no-think", help="xml/tiles/plain: expect a <think> block.")]
 
 

@@ -170,7 +170,8 @@ class SftConfig:
 
     games: int = field(default=20000, metadata={"help": "Number of games."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style: xml | tiles | brackets | plain."})
+    style: str = field(default=DEFAULT_STYLE, metadata={
+        "help": "Prompt style: xml | tiles | tiles-known | brackets | plain."})
     think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."})
     solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
         "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})

@@ -53,7 +53,8 @@ class DataSection:
     rl_wide_share: float = field(default=0.0, metadata={
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
-    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style: xml | tiles | brackets | plain."})
+    style: str = field(default=DEFAULT_STYLE, metadata={
+        "help": "Prompt style: xml | tiles | tiles-known | brackets | plain."})
     think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/tiles/plain)."})
 
 
@@ -383,6 +384,7 @@ class Runner:
         if not t.enabled:
             return {"skipped": True}
         cfg = WordleSFTConfig(model=self._model_source(), data=str(self.paths["sft_data"]),
+                              splits=str(self.paths["splits"]),
                               output_dir=str(self.paths["sft"]), max_steps=t.max_steps,
                               per_device_train_batch_size=t.batch_size, learning_rate=t.learning_rate,
                               time_budget_minutes=t.time_budget_minutes, save_steps=t.save_steps,

@@ -1,6 +1,6 @@
 """The one prompt renderer shared by data generation, training and evaluation.
 
-Four styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
+Five styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
 
 - ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>`` with
   ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
@@ -8,6 +8,8 @@ Four styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
 - ``tiles``: as ``xml``, but each feedback tile is written as its letter and mark together (``C:G R:X A:Y N:X E:X``),
   so a letter and its mark are one token for the embedded tokenizer and need no lining up by position. The
   default (``DEFAULT_STYLE``): the embedded model wins more held-out games with it than with ``xml``.
+- ``tiles-known``: as ``tiles``, plus one line in the same tokens of what all the feedback so far proves
+  (:func:`known_line`), so the model need not gather the facts from every earlier turn itself.
 - ``plain``: each user turn is a plain-English summary of everything known so far; answers as in ``xml``.
 
     >>> style = PromptStyle("xml", think=False)
@@ -30,9 +32,9 @@ from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
 __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
            "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS",
-           "DEFAULT_STYLE", "detect_style", "pattern_message", "render_exercise"]
+           "DEFAULT_STYLE", "detect_style", "pattern_message", "render_exercise", "known_line"]
 
-STYLES = ("xml", "tiles", "brackets", "plain")
+STYLES = ("xml", "tiles", "tiles-known", "brackets", "plain")
 # The default of every command and config: the embedded default model wins more held-out games with each tile
 # written as letter and mark together (benchmarks/RESULTS.md, sessions 13-15). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
@@ -58,6 +60,11 @@ class PromptStyle:
     @property
     def answer_format(self) -> str:
         return "brackets" if self.name == "brackets" else "xml"
+
+    @property
+    def tile_feedback(self) -> bool:
+        """Feedback written as ``letter:mark`` tiles (``tiles`` and ``tiles-known``)."""
+        return self.name in ("tiles", "tiles-known")
 
     @property
     def uses_think(self) -> bool:
@@ -139,6 +146,7 @@ def system_prompt(style: PromptStyle) -> str:
         "After each guess you get one mark per letter: G = right letter in the right spot, "
         "Y = in the word but in another spot, X = not in the word (no more copies of that letter).\n"
     )
+
     if style.answer_format == "brackets":
         return rules + "Answer with your guess in square brackets, for example [crane], and nothing after it."
     if style.uses_think:
@@ -174,6 +182,8 @@ def feedback_message(style: PromptStyle, history: list[tuple[str, int]], turns_u
         text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
     elif style.name == "tiles":
         text = f"{tile_line(guess, pattern)}\n{_left(style, turns_used)}"
+    elif style.name == "tiles-known":
+        text = f"{tile_line(guess, pattern)}\n{known_line(history, style.length)}\n{_left(style, turns_used)}"
     else:
         text = _plain_summary(style, history, turns_used)
     return text + _hint(style, n_candidates)
@@ -187,6 +197,26 @@ def tile_line(guess: str, pattern: int) -> str:
     'C:Y R:Y A:G N:X E:Y'
     """
     return " ".join(f"{c.upper()}:{m}" for c, m in zip(guess, _marks(guess, pattern)))
+
+
+def known_line(history: list[tuple[str, int]], length: int = 5) -> str:
+    """What all the feedback in ``history`` proves, in tiles tokens: the word with its known letters in place
+    (``_`` where none is known, no spaces), then one ``L:Y`` per copy of a letter known to be in the word but not yet
+    placed, then one ``L:X`` per letter known to be absent. Derived by :class:`Knowledge`, tile by tile, so repeated
+    letters count right. It costs no new token in the embedded tokenizer, and the system prompt is the ``tiles`` one.
+
+    >>> from wordle_rl.game import score
+    >>> known_line([("fetid", score("fetid", "deity"))])
+    '_E:G___ D:Y I:Y T:Y F:X'
+    >>> known_line([("eerie", score("eerie", "speed")), ("steep", score("steep", "speed"))])
+    'S:G_E:GE:G_ P:Y I:X R:X T:X'
+    """
+    k = Knowledge.from_history(history, length)
+    placed = ["_" if i not in k.fixed else f"{k.fixed[i].upper()}:{_TILE[GREEN]}" for i in range(length)]
+    in_place = list(k.fixed.values())
+    elsewhere = [f"{c.upper()}:{_TILE[YELLOW]}" for c in k.present for _ in range(k.min_count[c] - in_place.count(c))]
+    absent = [f"{c.upper()}:{_TILE[GREY]}" for c in k.absent]
+    return " ".join(["".join(placed)] + elsewhere + absent)
 
 
 def _marks(guess: str, pattern: int) -> list[str]:
@@ -217,7 +247,7 @@ def pattern_message(style: PromptStyle, pattern: str) -> str:
     >>> pattern_message(PromptStyle("xml"), "sh_e_")
     'Name a word that fits SH_E_.'
     """
-    if style.name == "tiles":
+    if style.tile_feedback:
         return " ".join(f"{c.upper()}:{_TILE[GREEN]}" if c != "_" else "_" for c in pattern)
     return f"Name a word that fits {pattern.upper()}."
 
@@ -263,7 +293,8 @@ def render_conversation(style: PromptStyle, history: list[Turn], thinks: list[st
     return msgs
 
 
-_FEEDBACK_RE = {
+_FEEDBACK_RE = {  # the first that matches wins: tiles-known before tiles
+    "tiles-known": re.compile(r"[A-Z]:[GYX]( [A-Z]:[GYX])*\n(_|[A-Z]:G)+( [A-Z]:[YX])*\n"),
     "tiles": re.compile(r"[A-Z]:[GYX]( [A-Z]:[GYX])*\n"),
     "xml": re.compile(r"[A-Z]+ -> [GYX]( [GYX])*\n"),
     "brackets": re.compile(r"You submitted \["),

@@ -46,6 +46,10 @@ class WordleSFTConfig(SFTConfig):
 
     model: str = field(default="models/mini", metadata={"help": "Hub id or local path of the model to train."})
     data: str = field(default="data/sft", metadata={"help": "SFT data: a folder from `wordle-rl data sft` or a JSONL."})
+    splits: str | None = field(default=None, metadata={
+        "help": "A splits.json (from `wordle-rl data split`): before training, refuse SFT games whose target is not a "
+                "train answer or an allowed word outside the answer list (a val/test target is LEAKAGE). The pipeline "
+                "passes its own; none = unchecked."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads (use 1 on a busy 2-core machine)."})
     time_budget_minutes: float | None = field(default=None, metadata={
         "help": "Stop (and save) once training has run this long (counted across --resume)."})
@@ -524,7 +528,7 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
     torch.set_num_threads(cfg.threads)
     device = pick_device("auto")
     model, tok = load_model(cfg.model, device=device, lora=cfg.lora, threads=cfg.threads)
-    dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0)
+    dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0, splits=cfg.splits)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_sft_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
