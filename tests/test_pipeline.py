@@ -70,6 +70,12 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert "/".join(str(v) for v in m["histogram"].values()) in row
         assert res["split"] == "test" and m["games"] == 12
     assert "Sample games" in text and "Wall time per stage" in text and '"name": "quick"' in text
+    for stage, max_steps in (("sft", 30), ("grpo", 2)):  # the quick preset's steps, read back from each stage's log
+        log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
+        done = max(e["step"] for e in log)
+        row = next(line for line in text.splitlines() if line.startswith(f"| {stage} | "))
+        assert row.startswith(f"| {stage} | {done} of {max_steps} |"), row
+        assert ("max_steps" in row) == (done == max_steps)
     val = [json.loads(x) for x in (out / "grpo" / "val_eval.jsonl").read_text().splitlines()]
     assert [v["step"] for v in val] == [2] and f"| 2 | {100 * val[0]['val_win_rate']:.1f} % |" in text
     # a rerun skips every finished stage; a different config in the same folder is refused
