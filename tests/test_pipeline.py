@@ -70,7 +70,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert "/".join(str(v) for v in m["histogram"].values()) in row
         assert res["split"] == "test" and m["games"] == 12
     assert "Sample games" in text and "Wall time per stage" in text and '"name": "quick"' in text
-    for stage, max_steps in (("sft", 30), ("grpo", 2)):  # the quick preset's steps, read back from each stage's log
+    for stage in ("sft", "grpo"):  # steps done, read back from each stage's log, against the preset's max_steps
+        max_steps = getattr(load_config("quick"), stage).max_steps
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
         done = max(e["step"] for e in log)
         row = next(line for line in text.splitlines() if line.startswith(f"| {stage} | "))

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wordle_rl.game import GREEN, YELLOW, Game, InvalidGuess, pattern_to_tiles
-from wordle_rl.prompts import DEFAULT_STYLE
+from wordle_rl.prompts import DEFAULT_STYLE, STYLES
 from wordle_rl.words import WordList, WordListError, load_word_lists
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL.")
@@ -199,7 +199,7 @@ def solve(
 rewards_app = typer.Typer(no_args_is_help=True, help="Inspect reward functions.")
 app.add_typer(rewards_app, name="rewards")
 
-StyleOpt = Annotated[str, typer.Option(help="Prompt style: xml | tiles | tiles-known | brackets | plain.")]
+StyleOpt = Annotated[str, typer.Option(help=f"Prompt style: {' | '.join(STYLES)}.")]
 ThinkOpt = Annotated[bool, typer.Option("--think/--no-think", help="xml/tiles/plain: expect a <think> block.")]
 
 

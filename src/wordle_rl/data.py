@@ -29,7 +29,15 @@ import numpy as np
 
 from wordle_rl.game import pattern_to_str, score, str_to_pattern
 from wordle_rl.parser import parse
-from wordle_rl.prompts import DEFAULT_STYLE, Knowledge, PromptStyle, format_answer, render_conversation, render_exercise
+from wordle_rl.prompts import (
+    DEFAULT_STYLE,
+    STYLES,
+    Knowledge,
+    PromptStyle,
+    format_answer,
+    render_conversation,
+    render_exercise,
+)
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
@@ -171,7 +179,7 @@ class SftConfig:
     games: int = field(default=20000, metadata={"help": "Number of games."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
     style: str = field(default=DEFAULT_STYLE, metadata={
-        "help": "Prompt style: xml | tiles | tiles-known | brackets | plain."})
+        "help": f"Prompt style: {' | '.join(STYLES)}."})
     think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."})
     solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
         "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})

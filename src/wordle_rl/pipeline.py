@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
-from wordle_rl.prompts import DEFAULT_STYLE
+from wordle_rl.prompts import DEFAULT_STYLE, STYLES
 
 __all__ = ["PipelineConfig", "PRESETS", "load_config", "run_pipeline", "STAGES"]
 
@@ -54,7 +54,7 @@ class DataSection:
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
     depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
     style: str = field(default=DEFAULT_STYLE, metadata={
-        "help": "Prompt style: xml | tiles | tiles-known | brackets | plain."})
+        "help": f"Prompt style: {' | '.join(STYLES)}."})
     think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/tiles/plain)."})
 
 
@@ -224,7 +224,6 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     from wordle_rl.data import DataError, parse_depth_mix, parse_refused_kinds, parse_solver_mix
     from wordle_rl.evaluate import DECODE_MODES
     from wordle_rl.models import WORD_TOKENS
-    from wordle_rl.prompts import STYLES
     from wordle_rl.solvers import SOLVERS
 
     if cfg.data.style not in STYLES:

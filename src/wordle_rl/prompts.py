@@ -146,7 +146,6 @@ def system_prompt(style: PromptStyle) -> str:
         "After each guess you get one mark per letter: G = right letter in the right spot, "
         "Y = in the word but in another spot, X = not in the word (no more copies of that letter).\n"
     )
-
     if style.answer_format == "brackets":
         return rules + "Answer with your guess in square brackets, for example [crane], and nothing after it."
     if style.uses_think:
@@ -180,10 +179,9 @@ def feedback_message(style: PromptStyle, history: list[tuple[str, int]], turns_u
                 f"\n\n{_left(style, turns_used)}")
     elif style.name == "xml":
         text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
-    elif style.name == "tiles":
-        text = f"{tile_line(guess, pattern)}\n{_left(style, turns_used)}"
-    elif style.name == "tiles-known":
-        text = f"{tile_line(guess, pattern)}\n{known_line(history, style.length)}\n{_left(style, turns_used)}"
+    elif style.tile_feedback:
+        known = [known_line(history, style.length)] if style.name == "tiles-known" else []
+        text = "\n".join([tile_line(guess, pattern), *known, _left(style, turns_used)])
     else:
         text = _plain_summary(style, history, turns_used)
     return text + _hint(style, n_candidates)

@@ -114,8 +114,8 @@ def _training_lines(runner) -> list[str]:
     sft = dict(rows).get("sft")
     if sft and sft["steps"] < sft["max_steps"]:
         lines += ["", f"The SFT stage ended at {sft['steps']:,} of {sft['max_steps']:,} steps: this machine fits fewer "
-                  "steps in the budget, and held-out wins grow with the SFT steps done (the same recipe won 65.1 % "
-                  "of test answers at 6,081 steps and 66.8–72.0 % at 8,000; benchmarks/RESULTS.md, session 20)."]
+                  "steps in the budget, and held-out wins grow with the SFT steps done (benchmarks/RESULTS.md, "
+                  "session 20)."]
     return lines
 
 
