@@ -357,6 +357,31 @@ def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(split
     assert sum(r["won"] for r in wide) > 0.6 * len(wide)
 
 
+def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
+    """A recall game plays an outside word next to an answer word W and ends on W, written where W is the only
+    answer word that fits (re-scored over the whole list); the words W are taken in turn from every split alike."""
+    rows = generate_sft(splits, SftConfig(games=60, seed=4, think=False, recall_share=0.5), words)
+    recall = [r for r in rows if r["solver"] == "recall"]
+    assert len(recall) == 30 and len(rows) == 60
+    for r in recall:
+        target, word = r["answer"], r["recall"]
+        assert r["split"] == "outside" and words.is_allowed(target) and not words.is_answer(target)
+        assert 1 <= sum(a != b for a, b in zip(target, word)) <= 2
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        assert hist[-1][0] == word and all(p == score(g, target) for g, p in hist) and not r["won"]
+        fits = [a for a in words.answers if all(score(g, a) == p for g, p in hist[:-1])]
+        assert fits == [word]
+        assert r["messages"][-1] == {"role": "assistant", "content": f"<guess>{word}</guess>"}
+        assert len(r["messages"]) == 2 + 2 * len(hist) - 1  # no feedback after W: the answer stays unsaid
+    assert len({r["recall"] for r in recall}) == len(recall)  # each word once before any comes again
+    assert {"train"} < {splits.split_of(r["recall"]) for r in recall}  # held-out words too, never as targets
+    with pytest.raises(DataError, match=r"LEAKAGE"):
+        check_leakage(rows, splits)
+    assert check_leakage(rows, splits, allow_outside=True) == len(rows)
+    with pytest.raises(DataError, match="recall_share"):
+        generate_sft(splits, SftConfig(games=2, recall_share=1.5), words)
+
+
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):
     from wordle_rl.env import WordleEnv
     from wordle_rl.grpo import load_rl_rows

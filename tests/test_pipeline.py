@@ -100,6 +100,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
 def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
     from wordle_rl.data import Splits, read_jsonl
     from wordle_rl.pipeline import Runner
+    from wordle_rl.words import load_word_lists
 
     cfg = load_config("quick")
     cfg.data.rl_share = 0.2
@@ -107,6 +108,9 @@ def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
     Runner(cfg, out, Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
     sp = Splits.load(out / "data" / "splits.json")
     assert len(sp.rl) == 370 and len(sp.train) == 1851 - 370
-    sft = {r["answer"] for r in read_jsonl(out / "data" / "sft" / "sft.jsonl")}
+    rows = read_jsonl(out / "data" / "sft" / "sft.jsonl")
+    outside = [r["answer"] for r in rows if r["split"] == "outside"]  # recall games (data.sft_recall_share)
+    assert outside and not any(map(load_word_lists().is_answer, outside))
+    sft = {r["answer"] for r in rows if r["split"] != "outside"}
     rl = read_jsonl(out / "data" / "rl" / "rl.jsonl")
     assert sft <= set(sp.train) and {r["answer"] for r in rl} <= set(sp.rl) and {r["split"] for r in rl} == {"rl"}

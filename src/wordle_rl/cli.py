@@ -338,13 +338,16 @@ def data_sft(
                                                       )] = 0.15,
     refused_kinds: Annotated[str, typer.Option(help="Refused moves shown, kind:weight of misspelt, blend (a "
                                                     "non-word spliced from fitting words), repeat.")] = "misspelt:1",
+    recall_share: Annotated[float, typer.Option(help="Share of games that are recall games: on an allowed word "
+                                                     "outside the answer list next to an answer word, cut where the "
+                                                     "solver writes that word as the only fit.")] = 0.0,
     lexicon_share: Annotated[float, typer.Option(help="Word-pattern exercises added, as a share of the games: any "
                                                       "answer word with 2-4 letters in place (no game, no target)."
                                                  )] = 0.0,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
-    """Solver games on train answers (and, with --wide-share, on allowed words outside the answer list) as TRL
-    conversational `messages` rows (JSONL + datasets), and optionally word-pattern exercises."""
+    """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words outside the answer
+    list) as TRL conversational `messages` rows (JSONL + datasets), and optionally word-pattern exercises."""
     from wordle_rl.data import (
         SftConfig,
         Splits,
@@ -365,6 +368,7 @@ def data_sft(
                                                       wide_share=wide_share,
                                                       wide_answers_first=wide_answers_first,
                                                       refused_share=refused_share, refused_kinds=kinds,
+                                                      recall_share=recall_share,
                                                       lexicon_share=lexicon_share))
     path = save_dataset(rows, out, "sft")
     exercises = sum(map(is_exercise, rows))

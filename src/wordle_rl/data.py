@@ -1,7 +1,7 @@
 """Training data, generated offline and reproducibly: splits, solver traces for SFT, RL prompts, checks.
 
     wordle-rl data split --seed 0 --out data/splits.json [--rl-share 0.2]
-    wordle-rl data sft --splits data/splits.json --games 20000 --style xml --out data/sft
+    wordle-rl data sft --splits data/splits.json --games 20000 --style xml --out data/sft [--recall-share 0.2]
     wordle-rl data rl --splits data/splits.json --rows 4000 --depth-mix 0:0.4,1:0.3,2:0.2,3:0.1 --out data/rl
     wordle-rl data check data/sft/sft.jsonl --splits data/splits.json
     wordle-rl data stats data/sft/sft.jsonl
@@ -9,8 +9,10 @@
 Honesty rules: only **train** answers are ever the target of a generated game (and, for RL rows, the answers of
 the optional ``rl`` split: train answers held back from the SFT games, ``data split --rl-share``). The word lists
 themselves are public, so solvers keep the whole answer list as candidates and val/test words may appear as guesses.
-Word-pattern exercises (``--lexicon-share``) are no games: each asks for any answer word with some letters in place,
-drawn alike from the whole public answer list, and has no target.
+Recall games (``--recall-share``) target allowed words outside the answer list and stop where the solver
+writes the only answer word that fits, every answer word alike (:func:`recall_games`). Word-pattern exercises
+(``--lexicon-share``) are no games: each asks for any answer word with some letters in place, drawn alike from the
+whole public answer list, and has no target.
 
 Every ``<think>`` rationale is built from the real game state and states only checkable facts: what the
 feedback proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and why the
@@ -42,7 +44,7 @@ from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies
 from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
 __all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "DataError", "SftConfig", "RlConfig", "make_splits",
-           "rationale", "generate_sft", "lexicon_exercises", "is_exercise",
+           "rationale", "generate_sft", "recall_games", "lexicon_exercises", "is_exercise",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
 
@@ -211,6 +213,12 @@ class SftConfig:
                 "the feedback, and only then by the solver over every allowed word: imitated guesses then agree "
                 "with the soft letter targets (fitting answer words), and the states are new ones, where the "
                 "fitting answers may all be held-out words (never a target)."})
+    recall_share: float = field(default=0.0, metadata={
+        "help": "Share of the games that are recall games instead: a game on an allowed word outside the answer "
+                "list (never a val or test answer) one or two letters away from an answer word W, played by the "
+                "candidate solver and cut right after it writes W where W is the only answer word that fits. Every "
+                "answer word alike, whatever its split: in the other games a held-out answer is never the only "
+                "fitting word, which is where free play loses it (benchmarks/RESULTS.md, session 21)."})
     lexicon_share: float = field(default=0.0, metadata={
         "help": "Word-pattern exercises added, as a share of the games: each asks for any answer word with 2-4 "
                 "letters in place (drawn from the whole public answer list, every word alike; no game, no target) "
@@ -330,6 +338,7 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     kinds = list(refused_kinds)
     _check_share("balance_share", cfg.balance_share)
     _check_share("refused_share", cfg.refused_share)
+    _check_share("recall_share", cfg.recall_share)
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
     entropy = EntropySolver(words)
@@ -344,7 +353,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     rows = []
     names, weights = list(mix), list(mix.values())
     written = np.zeros(len(words.answers), dtype=np.int64)  # trained outputs per answer word so far
-    for i in range(cfg.games):
+    n_recall = round(cfg.games * cfg.recall_share)
+    for i in range(cfg.games - n_recall):
         rng = random.Random(f"{cfg.seed}:{i}")
         is_wide = wide is not None and rng.random() < cfg.wide_share
         if is_wide:
@@ -416,7 +426,83 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
         })
+    rows += recall_games(words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns)
     return rows + lexicon_exercises(words, round(cfg.games * cfg.lexicon_share), style, cfg.seed)
+
+
+def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
+    """For each answer word, the allowed words outside the answer list one letter away (else two; else none)."""
+    outside = [w for w in words.allowed if not words.is_answer(w)]
+    codes = encode_words(outside)
+    out = {}
+    for word, code in zip(words.answers, encode_words(words.answers)):
+        apart = (codes != code).sum(axis=1)
+        for k in (1, 2):
+            near = np.flatnonzero(apart == k)
+            if len(near):
+                out[word] = [outside[int(j)] for j in near]
+                break
+    return out
+
+
+def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, entropy: EntropySolver | None = None,
+                 openers: list[str] | None = None, max_turns: int = 6, tries: int = 20) -> list[dict]:
+    """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test answer) that is
+    one or two letters away from an answer word W, with the candidate solver (from a strong opener or its own), and
+    ends right after the solver writes W in the state where W is the only answer word that fits the feedback.
+
+    The words W are the whole public answer list in an order shuffled with ``seed``, taken in turn, every word
+    alike whatever its split; a word is passed over when ``tries`` games all rule it out before it is the only fit.
+    The state is the one where free play loses held-out answers: the other games, all on train answers, never
+    reach a state where a held-out word is the only answer that fits.
+
+    >>> rows = recall_games(load_word_lists(), 2, PromptStyle("tiles", think=False))
+    >>> [(r["split"], r["won"], r["history"][-1][0] == r["recall"], r["answer"] != r["recall"]) for r in rows]
+    [('outside', False, True, True), ('outside', False, True, True)]
+    """
+    entropy = entropy or EntropySolver(words)
+    teacher = CandidateSolver(words)
+    openers = openers or _strong_openers(entropy, 12)
+    near = _outside_neighbours(words)
+    order = [w for w in words.answers if w in near]
+    if n and not order:
+        raise DataError("recall games need allowed words outside the answer list near the answers; these lists have "
+                        "none")
+    random.Random(seed).shuffle(order)
+    rows: list[dict] = []
+    k = 0
+    while len(rows) < n:
+        word = order[k % len(order)]
+        k += 1
+        for attempt in range(tries):
+            rng = random.Random(f"recall:{seed}:{k}:{attempt}")
+            target, index = rng.choice(near[word]), words.answer_index[word]
+            history, found = [], False
+            for turn in range(max_turns):
+                if turn == 0:
+                    guess = rng.choice(openers) if rng.random() < 0.5 else teacher.guess([], rng)
+                else:
+                    fits = entropy.candidates(history)
+                    if index not in fits:
+                        break
+                    found = len(fits) == 1
+                    guess = word if found else teacher.guess(history, rng)
+                history.append((guess, score(guess, target)))
+                if found:
+                    break
+            if found:
+                break
+        else:
+            continue
+        thinks = ([rationale(entropy, history[:t], g) for t, (g, _) in enumerate(history)]
+                  if style.uses_think else None)
+        rows.append({
+            "messages": render_conversation(style, history, thinks=thinks)[:-1],  # ends on W, before its feedback
+            "answer": target, "split": "outside", "solver": "recall", "recall": word, "start": "solver",
+            "random_second": False, "refused_at": None, "refused_kind": None, "turns": len(history), "won": False,
+            "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
+        })
+    return rows
 
 
 def is_exercise(row: dict) -> bool:

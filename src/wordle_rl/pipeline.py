@@ -47,6 +47,9 @@ class DataSection:
     sft_refused_kinds: str = field(default="misspelt:1", metadata={
         "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
                 "(SftConfig.refused_kinds)."})
+    sft_recall_share: float = field(default=0.2, metadata={
+        "help": "Share of SFT games that are recall games: on an outside word next to an answer word, cut where that "
+                "answer word is the only fit and the solver writes it (SftConfig.recall_share)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     sft_lexicon_share: float = field(default=0.0, metadata={
         "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
@@ -348,6 +351,7 @@ class Runner:
                                                   wide_answers_first=d.sft_wide_answers_first,
                                                   refused_share=d.sft_refused_share,
                                                   refused_kinds=parse_refused_kinds(d.sft_refused_kinds),
+                                                  recall_share=d.sft_recall_share,
                                                   lexicon_share=d.sft_lexicon_share))
         check_leakage(sft_rows, sp, "sft", allow_outside=True)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
