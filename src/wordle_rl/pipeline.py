@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import platform
+import resource
 import time
 import tomllib
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -257,6 +258,16 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
 
 
 # --------------------------------------------------------------------------- stages
+def peak_rss_gib() -> float:
+    """The largest resident set size so far of this process or any of its finished children, in GiB (Linux).
+
+    >>> 0 < peak_rss_gib() < 1024
+    True
+    """
+    kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(kib / 2**20, 2)
+
+
 class Runner:
     def __init__(self, cfg: PipelineConfig, out: Path, console):
         self.cfg, self.out, self.console = cfg, out, console
@@ -271,7 +282,8 @@ class Runner:
 
     def mark(self, stage: str, seconds: float, extra: dict | None = None) -> None:
         (self.markers / f"{stage}.json").write_text(json.dumps({"stage": stage, "seconds": round(seconds, 1),
-                                                                **(extra or {})}, indent=1))
+                                                                "peak_rss_gib": peak_rss_gib(), **(extra or {})},
+                                                               indent=1))
 
     def run(self, stages=STAGES) -> None:
         for stage in stages:

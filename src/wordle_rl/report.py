@@ -66,11 +66,13 @@ def write_report(runner) -> Path:
             words = " ".join((m["guess"] or m["error"] or "?").upper() for m in g["moves"])
             lines.append(f"- **{g['answer'].upper()}** {'won' if g['won'] else 'lost'}: {tiles}  `{words}`")
     lines += _training_lines(runner)
-    lines += ["", "## Wall time per stage", "", "| stage | seconds |", "|---|---|"]
+    lines += ["", "## Wall time and memory per stage", "",
+              "Peak RSS is the process's largest resident set so far when the stage ended (it never falls; a resumed "
+              "run starts a new process).", "", "| stage | seconds | peak RSS (GiB) |", "|---|---|---|"]
     for m in sorted(runner.markers.glob("*.json"), key=lambda p: p.stat().st_mtime):
         d = json.loads(m.read_text())
-        lines.append(f"| {d['stage']} | {d['seconds']} |")
-    lines += ["| report | (this file) |", "", "## Resolved config", "", "```json",
+        lines.append(f"| {d['stage']} | {d['seconds']} | {d.get('peak_rss_gib', '-')} |")
+    lines += ["| report | (this file) | |", "", "## Resolved config", "", "```json",
               (out / "config.json").read_text().strip(), "```", "", "## Versions", "", "```json",
               (out / "versions.json").read_text().strip(), "```", ""]
     path = out / "report.md"
