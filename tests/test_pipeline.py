@@ -71,9 +71,10 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert res["split"] == "test" and m["games"] == 12
     assert "Sample games" in text and "Wall time and memory per stage" in text and '"name": "quick"' in text
     # one process ran every stage, so the peak RSS each marker records is real (a model was loaded) and never falls
-    peaks = [json.loads((out / "markers" / f"{stage}.json").read_text())["peak_rss_gib"] for stage in STAGES]
+    marks = {stage: json.loads((out / "markers" / f"{stage}.json").read_text()) for stage in STAGES}
+    peaks = [marks[stage]["peak_rss_gib"] for stage in STAGES]
     assert peaks[0] > 0.05 and peaks == sorted(peaks), peaks
-    assert f"| sft | {json.loads((out / 'markers' / 'sft.json').read_text())['seconds']} | {peaks[4]} |" in text
+    assert f"| sft | {marks['sft']['seconds']} | {marks['sft']['peak_rss_gib']} |" in text
     for stage in ("sft", "grpo"):  # steps done, read back from each stage's log, against the preset's max_steps
         max_steps = getattr(load_config("quick"), stage).max_steps
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())

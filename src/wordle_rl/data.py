@@ -308,15 +308,20 @@ def wide_solver(words: WordList) -> CandidateSolver:
     return CandidateSolver(pool)
 
 
+def _outside_words(words: WordList, why: str) -> list[str]:
+    """The allowed words outside the answer list (never a val or test answer); ``why`` names who needs them."""
+    outside = [w for w in words.allowed if not words.is_answer(w)]
+    if not outside:
+        raise DataError(f"{why} needs allowed words outside the answer list; these lists have none")
+    return outside
+
+
 def _outside_targets(words: WordList, wide_share: float) -> tuple[list[str], CandidateSolver | None]:
     """For ``wide_share`` > 0: the allowed words outside the answer list and the solver that plays them."""
     _check_share("wide_share", wide_share)
     if wide_share == 0:
         return [], None
-    outside = [w for w in words.allowed if not words.is_answer(w)]
-    if not outside:
-        raise DataError("wide_share needs allowed words outside the answer list; these lists have none")
-    return outside, wide_solver(words)
+    return _outside_words(words, "wide_share"), wide_solver(words)
 
 
 def _check_share(name: str, value: float) -> None:
@@ -432,7 +437,7 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
 
 def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
     """For each answer word, the allowed words outside the answer list one letter away (else two; else none)."""
-    outside = [w for w in words.allowed if not words.is_answer(w)]
+    outside = _outside_words(words, "recall_share")
     codes = encode_words(outside)
     out = {}
     for word, code in zip(words.answers, encode_words(words.answers)):
@@ -460,23 +465,26 @@ def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, ent
     >>> [(r["split"], r["won"], r["history"][-1][0] == r["recall"], r["answer"] != r["recall"]) for r in rows]
     [('outside', False, True, True), ('outside', False, True, True)]
     """
+    if n == 0:
+        return []
     entropy = entropy or EntropySolver(words)
     teacher = CandidateSolver(words)
     openers = openers or _strong_openers(entropy, 12)
     near = _outside_neighbours(words)
     order = [w for w in words.answers if w in near]
-    if n and not order:
-        raise DataError("recall games need allowed words outside the answer list near the answers; these lists have "
-                        "none")
+    if not order:
+        raise DataError("recall_share needs allowed words outside the answer list one or two letters from an answer "
+                        "word; these lists have none")
     random.Random(seed).shuffle(order)
     rows: list[dict] = []
     k = 0
     while len(rows) < n:
         word = order[k % len(order)]
+        index = words.answer_index[word]
         k += 1
         for attempt in range(tries):
             rng = random.Random(f"recall:{seed}:{k}:{attempt}")
-            target, index = rng.choice(near[word]), words.answer_index[word]
+            target = rng.choice(near[word])
             history, found = [], False
             for turn in range(max_turns):
                 if turn == 0:
