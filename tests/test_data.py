@@ -17,12 +17,13 @@ from wordle_rl.data import (
     parse_refused_kinds,
     parse_solver_mix,
     read_jsonl,
+    recall_games,
     stats,
     validate_rows,
     write_jsonl,
 )
 from wordle_rl.game import candidate_indices, score, str_to_pattern
-from wordle_rl.prompts import Knowledge
+from wordle_rl.prompts import Knowledge, PromptStyle
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +215,6 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
 
     Returns ``(row, error code)`` for each refused move met."""
     from wordle_rl.env import EnvConfig, WordleEnv
-    from wordle_rl.prompts import PromptStyle
     from wordle_rl.rewards import RewardContext
 
     style, ctx = PromptStyle(think=think), RewardContext(words)
@@ -380,6 +380,8 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
     with pytest.raises(DataError, match="recall_share"):
         generate_sft(splits, SftConfig(games=2, recall_share=1.5), words)
+    with pytest.raises(DataError, match=r"within 1 turns in 2 tries"):  # one turn can never reach W: no endless loop
+        recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
 
 
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):

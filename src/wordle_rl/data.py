@@ -477,8 +477,11 @@ def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, ent
                         "word; these lists have none")
     random.Random(seed).shuffle(order)
     rows: list[dict] = []
-    k = 0
+    k = last_found = 0
     while len(rows) < n:
+        if k - last_found >= len(order):
+            raise DataError(f"recall games: no answer word became the only fit within {max_turns} turns in "
+                            f"{tries} tries each over a whole pass of the {len(order)} words; raise max_turns")
         word = order[k % len(order)]
         index = words.answer_index[word]
         k += 1
@@ -502,6 +505,7 @@ def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, ent
                 break
         else:
             continue
+        last_found = k
         thinks = ([rationale(entropy, history[:t], g) for t, (g, _) in enumerate(history)]
                   if style.uses_think else None)
         rows.append({
