@@ -60,15 +60,32 @@ def test_quick_pipeline_end_to_end(tmp_path):
                  "plots/grpo_curves.png", "plots/grpo_cumulative_wins.png"]:
         assert (out / path).exists(), path
     text = report.read_text()
-    runs = sorted(p.name for p in (out / "eval").iterdir())
-    assert runs == ["grpo-consistent", "grpo-free", "sft-consistent", "sft-free", "solver-entropy", "solver-random"]
-    for name in runs:
-        res = json.loads((out / "eval" / name / "results.json").read_text())
-        m = res["metrics"]
-        row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
-        assert f"{100 * m['win_rate']:.1f} %" in row
-        assert "/".join(str(v) for v in m["histogram"].values()) in row
-        assert res["split"] == "test" and m["games"] == 12
+    assert sorted(p.name for p in (out / "eval").iterdir()) == ["test", "val"]
+    for split in ("test", "val"):
+        runs = sorted(p.name for p in (out / "eval" / split).iterdir())
+        assert runs == ["grpo-consistent", "grpo-free", "sft-consistent", "sft-free", "solver-entropy",
+                        "solver-random"]
+        section = text.split(f"## {split.capitalize()} answers")[1].split("## ")[0]
+        for name in runs:
+            res = json.loads((out / "eval" / split / name / "results.json").read_text())
+            m = res["metrics"]
+            row = next(line for line in section.splitlines() if line.startswith(f"| {name} |"))
+            assert f"{100 * m['win_rate']:.1f} %" in row
+            assert "/".join(str(v) for v in m["histogram"].values()) in row
+            assert res["split"] == split and m["games"] == 12
+            assert ("train_sample_metrics" in res) == (split == "test")  # one train sample, with the first split
+            # trained policies are audited against the run's own training data; solvers are not
+            assert ("audit" in res) == (not name.startswith("solver-"))
+            if "audit" in res:
+                a = res["audit"]
+                assert a["training_files"] == [str(out / "data" / "sft" / "sft.jsonl"),
+                                               str(out / "data" / "rl" / "rl.jsonl")]
+                assert sum(c["games"] for c in a["classes"].values()) == 12
+                assert sum(c["wins"] for c in a["classes"].values()) == m["wins"] == a["wins"]
+                audit_row = [line for line in section.splitlines() if line.startswith(f"| {name} |")][1]
+                c = a["classes"]["endgame_imitated"]
+                assert audit_row.startswith(f"| {name} | {res['decode']} | {c['wins']} of {c['games']} |")
+        assert "Training-overlap audit" in section
     assert "Sample games" in text and "Wall time and memory per stage" in text and '"name": "quick"' in text
     # one process ran every stage, so the peak RSS each marker records is real (a model was loaded) and never falls
     marks = {stage: json.loads((out / "markers" / f"{stage}.json").read_text()) for stage in STAGES}

@@ -344,6 +344,8 @@ def data_sft(
     lexicon_share: Annotated[float, typer.Option(help="Word-pattern exercises added, as a share of the games: any "
                                                       "answer word with 2-4 letters in place (no game, no target)."
                                                  )] = 0.0,
+    protocol: Annotated[str, typer.Option(help="open: recall games recall every answer word; strict: only train "
+                                               "answers, and no game ends on a val or test word.")] = "open",
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words outside the answer
@@ -368,7 +370,7 @@ def data_sft(
                                                       wide_share=wide_share,
                                                       wide_answers_first=wide_answers_first,
                                                       refused_share=refused_share, refused_kinds=kinds,
-                                                      recall_share=recall_share,
+                                                      recall_share=recall_share, protocol=protocol,
                                                       lexicon_share=lexicon_share))
     path = save_dataset(rows, out, "sft")
     exercises = sum(map(is_exercise, rows))
@@ -426,6 +428,8 @@ def data_check(
     split: Annotated[str, typer.Option(help="The only split allowed as a target.")] = "train",
     allow_outside: Annotated[bool, typer.Option(help="Also accept targets that are allowed words outside the answer "
                                                      "list (SFT games made with --wide-share).")] = False,
+    protocol: Annotated[str, typer.Option(help="strict also refuses a game that ends on a val or test word.")] =
+    "open",
 ) -> None:
     """Fail loudly if any row targets an answer outside the allowed split (leakage), or is malformed."""
     from wordle_rl.data import Splits, check_leakage, is_exercise, validate_rows
@@ -433,7 +437,7 @@ def data_check(
     sp = _data_call(Splits.load, splits)
     rows = _load_rows(dataset)
     _data_call(validate_rows, rows, str(dataset), allow_outside=allow_outside)
-    n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside)
+    n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside, protocol)
     extra = " or outside the answer list" if allow_outside else ""
     exercises = sum(map(is_exercise, rows))
     free = f" ({exercises} word-pattern exercises, no target)" if exercises else ""
@@ -629,6 +633,9 @@ def eval_cmd(
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
     out: Annotated[Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")] = None,
+    train_data: Annotated[list[Path] | None, typer.Option(
+        help="The model's training data (SFT and RL data folders or JSONL files; repeat the option): audit which "
+             "evaluated moves replay an imitated state.")] = None,
 ) -> None:
     """Play every answer of a split with a model, solver or endpoint; report honest metrics."""
     from wordle_rl.data import Splits
@@ -655,6 +662,11 @@ def eval_cmd(
     answers = answers[:limit] if limit else answers
     wl = load_word_lists()
     meta: dict = {}
+    index = None
+    if train_data:
+        from wordle_rl.audit import TrainingIndex
+
+        index = _data_call(TrainingIndex.from_paths, train_data, wl)
     if model is not None:
         from wordle_rl.models import load_model
 
@@ -684,21 +696,32 @@ def eval_cmd(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(f"eval {policy.name}", total=total)
-        res = run_eval(policy, list(answers), cfg, out, wl, sp.train, meta, progress=lambda: bar.advance(task))
+        res = run_eval(policy, list(answers), cfg, out, wl, sp.train, meta, progress=lambda: bar.advance(task),
+                       index=index)
     _print_results([res])
     if out:
         console.print(f"wrote {out}/results.json, games.jsonl, report.md")
 
 
 def _print_results(results: list[dict], names: list[str] | None = None) -> None:
-    from wordle_rl.evaluate import SUMMARY_COLUMNS, summary_cells
+    from wordle_rl.evaluate import AUDIT_COLUMNS, SUMMARY_COLUMNS, audit_cells, summary_cells
 
+    names = names or [str(i + 1) for i in range(len(results))]
     table = Table(title="evaluation")
     for col in ("run", "policy", "decode", "split", *SUMMARY_COLUMNS):
         table.add_column(col)
-    for i, r in enumerate(results):
-        table.add_row(names[i] if names else str(i + 1), r["policy"], r["decode"], r["split"], *summary_cells(r))
+    for name, r in zip(names, results):
+        table.add_row(name, r["policy"], r["decode"], r["split"], *summary_cells(r))
     console.print(table)
+    audited = [(name, r) for name, r in zip(names, results) if "audit" in r]
+    if audited:
+        table = Table(title="training-overlap audit (endgame: the first state where the answer is the only fit)")
+        for col in ("run", "answers imitated as guesses", *AUDIT_COLUMNS):
+            table.add_column(col)
+        for name, r in audited:
+            table.add_row(name, f"{r['audit']['answers_imitated_as_guess']} of {r['metrics']['games']}",
+                          *audit_cells(r))
+        console.print(table)
 
 
 @app.command()

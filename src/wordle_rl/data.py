@@ -43,7 +43,8 @@ from wordle_rl.prompts import (
 from wordle_rl.solvers import SOLVERS, CandidateSolver, EntropySolver, entropies, make_solver
 from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
-__all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "DataError", "SftConfig", "RlConfig", "make_splits",
+__all__ = ["Splits", "SPLIT_NAMES", "RL_TARGET_SPLITS", "PROTOCOLS", "DataError", "SftConfig", "RlConfig",
+           "make_splits",
            "rationale", "generate_sft", "recall_games", "lexicon_exercises", "is_exercise",
            "REFUSED_KINDS", "parse_refused_kinds", "check_refused_kinds",
            "generate_rl", "write_jsonl", "read_jsonl", "check_leakage", "stats", "save_dataset"]
@@ -219,6 +220,10 @@ class SftConfig:
                 "candidate solver and cut right after it writes W where W is the only answer word that fits. Every "
                 "answer word alike, whatever its split: in the other games a held-out answer is never the only "
                 "fitting word, which is where free play loses it (benchmarks/RESULTS.md, session 21)."})
+    protocol: str = field(default="open", metadata={
+        "help": "open: recall games recall every public answer word alike; strict: only train answers, and no game "
+                "ends on a val or test word (a lost game's trailing guesses of such words are cut), so no held-out "
+                "word is ever the final move of a game (PROTOCOLS)."})
     lexicon_share: float = field(default=0.0, metadata={
         "help": "Word-pattern exercises added, as a share of the games: each asks for any answer word with 2-4 "
                 "letters in place (drawn from the whole public answer list, every word alike; no game, no target) "
@@ -229,6 +234,7 @@ class SftConfig:
 
 
 REFUSED_KINDS = ("misspelt", "blend", "repeat")
+PROTOCOLS = ("open", "strict")  # what SFT games may end on: see SftConfig.protocol and check_leakage
 
 
 def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
@@ -346,6 +352,8 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
     _check_share("recall_share", cfg.recall_share)
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
+    _check_protocol(cfg.protocol)
+    held_out = set(splits.val) | set(splits.test) if cfg.protocol == "strict" else set()
     entropy = EntropySolver(words)
     solvers = {name: entropy if name == "entropy" else
                make_solver(name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer)
@@ -423,6 +431,11 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
         won = played[-1][0] == answer
         if won:
             messages = messages[:-1]  # the conversation ends on the winning guess
+        if not won and held_out:
+            played, history, messages = _cut_held_out(played, history, messages, held_out)
+            if not played:
+                continue
+            refuse_at = refuse_at if refuse_at is not None and refuse_at < len(history) else None
         rows.append({
             "messages": messages, "answer": answer, "split": "outside" if is_wide else "train",
             "solver": "wide" if is_wide else "balanced" if balanced and len(played) > 1 else solver.name,
@@ -431,8 +444,25 @@ def generate_sft(splits: Splits, config: SftConfig | None = None, words: WordLis
             "turns": len(history), "won": won,
             "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
         })
-    rows += recall_games(words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns)
+    recalled = splits.train if cfg.protocol == "strict" else None
+    rows += recall_games(words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns, recalled=recalled)
     return rows + lexicon_exercises(words, round(cfg.games * cfg.lexicon_share), style, cfg.seed)
+
+
+def _cut_held_out(played: list, history: list, messages: list[dict], held_out: set[str]) -> tuple[list, list, list]:
+    """The strict protocol's lost game: its trailing guesses of held-out words cut, with any refused move after the
+    last one kept, so that the game never ends on a val or test word.
+
+    >>> h = [("crane", 0), ("bad", None, "not a word"), ("slate", 0)]
+    >>> _cut_held_out([("crane", 0), ("slate", 0)], h, list(range(8)), {"slate"})
+    ([('crane', 0)], [('crane', 0)], [0, 1, 2, 3])
+    """
+    while played and played[-1][0] in held_out:
+        played, keep = played[:-1], 0
+        if played:  # everything up to the last played guess left, refused moves before it included
+            keep = 1 + max(i for i, t in enumerate(history) if len(t) == 2 and t[0] == played[-1][0])
+        history, messages = history[:keep], messages[:2 + 2 * keep]
+    return played, history, messages
 
 
 def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
@@ -451,13 +481,15 @@ def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
 
 
 def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, entropy: EntropySolver | None = None,
-                 openers: list[str] | None = None, max_turns: int = 6, tries: int = 20) -> list[dict]:
+                 openers: list[str] | None = None, max_turns: int = 6, tries: int = 20,
+                 recalled: list[str] | None = None) -> list[dict]:
     """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test answer) that is
     one or two letters away from an answer word W, with the candidate solver (from a strong opener or its own), and
     ends right after the solver writes W in the state where W is the only answer word that fits the feedback.
 
-    The words W are the whole public answer list in an order shuffled with ``seed``, taken in turn, every word
-    alike whatever its split; a word is passed over when ``tries`` games all rule it out before it is the only fit.
+    The words W are the whole public answer list (or only the answer words in ``recalled``: the strict protocol
+    passes the train split) in an order shuffled with ``seed``, taken in turn, every word alike; a word is passed
+    over when ``tries`` games all rule it out before it is the only fit.
     The state is the one where free play loses held-out answers: the other games, all on train answers, never
     reach a state where a held-out word is the only answer that fits.
 
@@ -471,7 +503,8 @@ def recall_games(words: WordList, n: int, style: PromptStyle, seed: int = 0, ent
     teacher = CandidateSolver(words)
     openers = openers or _strong_openers(entropy, 12)
     near = _outside_neighbours(words)
-    order = [w for w in words.answers if w in near]
+    keep = set(recalled) if recalled is not None else None
+    order = [w for w in words.answers if w in near and (keep is None or w in keep)]
     if not order:
         raise DataError("recall_share needs allowed words outside the answer list one or two letters from an answer "
                         "word; these lists have none")
@@ -750,14 +783,23 @@ def _exercise_problems(lex, where: str, words: WordList) -> list[str]:
     return []
 
 
+def _check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise DataError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+
+
 def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
-                  allowed_split: str | tuple[str, ...] = "train", allow_outside: bool = False) -> int:
+                  allowed_split: str | tuple[str, ...] = "train", allow_outside: bool = False,
+                  protocol: str = "open") -> int:
     """Fail loudly if any row's target answer is outside ``allowed_split`` (a name or a tuple of names); returns
     the number of rows checked.
 
     ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so never a val or
-    test answer; check them with :func:`validate_rows`). Word-pattern exercises have no target and pass.
+    test answer; check them with :func:`validate_rows`). Word-pattern exercises have no target and pass. Under the
+    ``strict`` protocol a game may not end on a val or test word either: a recall game recalling one, or a game
+    whose last played guess is one, is refused.
     """
+    _check_protocol(protocol)
     allowed = (allowed_split,) if isinstance(allowed_split, str) else tuple(allowed_split)
     bad = []
     for k, row in enumerate(rows):
@@ -767,8 +809,13 @@ def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
         split = splits.split_of(row.get("answer", ""))
         if split not in allowed and not (allow_outside and split is None):
             bad.append(f"{where}: target {row.get('answer')!r} is in the {split or 'no'} split")
+        last = (row.get("history") or [[None]])[-1][0]  # a recall game's last guess is the word it recalls
+        if protocol == "strict" and splits.split_of(last or "") in ("val", "test"):
+            what = "recall game ends" if row.get("recall") else "ends"
+            bad.append(f"{where}: {what} on {last!r}, a {splits.split_of(last)} answer (strict protocol)")
     if bad:
-        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {' / '.join(allowed)} split:\n"
+        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {' / '.join(allowed)} split"
+                        + (" or end on a val/test word" if protocol == "strict" else "") + ":\n"
                         + "\n".join(bad[:50]))
     return len(rows)
 

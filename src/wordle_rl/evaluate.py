@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wordle_rl.audit import TrainingIndex, audit_games, audit_summary
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.game import score_pairs
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
@@ -34,7 +35,8 @@ from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
 
 __all__ = ["EvalConfig", "SolverPolicy", "ModelPolicy", "EndpointPolicy", "GuessConstraint", "play_games",
-           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS", "SUMMARY_COLUMNS", "summary_cells"]
+           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS", "SUMMARY_COLUMNS", "summary_cells",
+           "AUDIT_COLUMNS", "audit_cells"]
 
 DECODE_MODES = ("free", "allowed", "consistent")
 FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_length", "not_alpha")
@@ -274,8 +276,12 @@ def metrics(games: list[dict], max_turns: int = 6) -> dict:
 
 
 def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None, words: WordList,
-             train_answers: list[str] | None = None, meta: dict | None = None, progress=None) -> dict:
-    """Play, measure, and write ``results.json``, ``games.jsonl`` and ``report.md`` to ``out``."""
+             train_answers: list[str] | None = None, meta: dict | None = None, progress=None,
+             index: TrainingIndex | None = None) -> dict:
+    """Play, measure, and write ``results.json``, ``games.jsonl`` and ``report.md`` to ``out``.
+
+    With ``index`` (what the model was trained on) every game is audited (:mod:`wordle_rl.audit`): ``results.json``
+    gets ``audit`` and each game in ``games.jsonl`` says which of its moves replay an imitated state."""
     ctx = RewardContext(words).warm_up()
     style = PromptStyle(cfg.style, think=cfg.think)
     env_cfg = EnvConfig(style=style, hard=cfg.hard)
@@ -284,6 +290,9 @@ def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None
     wall = time.perf_counter() - t0
     result = {"policy": policy.name, "decode": getattr(policy, "decode", "n/a"), "split": cfg.split,
               "config": asdict(cfg), "metrics": metrics(games), "wall_s": round(wall, 2), **(meta or {})}
+    if index is not None:
+        audit_games(games, index, words)
+        result["audit"] = audit_summary(games, index)
     train_games = []
     if cfg.train_sample and train_answers:
         sample = random.Random(cfg.seed).sample(train_answers, min(len(answers), len(train_answers)))
@@ -323,6 +332,29 @@ def summary_cells(result: dict) -> list[str]:
             fmt_pct(m["inconsistent_rate"]), fmt_pct(tr["win_rate"]) if tr else "-"]
 
 
+AUDIT_COLUMNS = ("wins, endgame imitated", "wins, endgame never imitated (95 % CI)", "won before the endgame",
+                 "lost, no endgame", "winning moves imitated")
+
+
+def audit_cells(result: dict) -> list[str]:
+    """The training-overlap audit of one ``results.json`` (``-`` for every column when it has none), formatted, in
+    the order of :data:`AUDIT_COLUMNS`."""
+    a = result.get("audit")
+    if a is None:
+        return ["-"] * len(AUDIT_COLUMNS)
+    c = a["classes"]
+
+    def wins(cls: str) -> str:
+        return f"{c[cls]['wins']} of {c[cls]['games']}"
+
+    new = c["endgame_new"]
+    lo, hi = new["win_rate_ci95"]
+    rate = f"{fmt_pct(new['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)}), " if new["games"] else ""
+    share = f" ({fmt_pct(a['winning_moves_imitated_share'])})" if a["wins"] else ""
+    return [wins("endgame_imitated"), rate + wins("endgame_new"), wins("won_before_endgame"),
+            f"{c['lost_no_endgame']['games']}", f"{a['winning_moves_imitated']} of {a['wins']}{share}"]
+
+
 def report_markdown(result: dict, games: list[dict]) -> str:
     m = result["metrics"]
     lo, hi = m["win_rate_ci95"]
@@ -341,6 +373,15 @@ def report_markdown(result: dict, games: list[dict]) -> str:
         t = result["train_sample_metrics"]
         lines += [f"| win rate on {t['games']} train answers | {fmt_pct(t['win_rate'])} |",
                   f"| generalisation gap (train − {result['split']}) | {fmt_pct(result['generalisation_gap'])} |"]
+    if "audit" in result:
+        a = result["audit"]
+        lines += ["", "## Training-overlap audit", "",
+                  f"Against {a['training_rows']:,} training rows ({', '.join(a['training_files'])}). A game's endgame "
+                  "is the first state in which its answer is the only answer word that fits; it is imitated when "
+                  "that state -> answer was a trained move. "
+                  f"{a['answers_imitated_as_guess']} of {m['games']} answers were imitated guesses somewhere.", "",
+                  "| " + " | ".join(AUDIT_COLUMNS) + " |", "|---" * len(AUDIT_COLUMNS) + "|",
+                  "| " + " | ".join(audit_cells(result)) + " |"]
     lines += ["", "## Sample games", ""]
     for g in games[:5]:
         row = " ".join(f"{mv['guess'] or '∅'}:{mv['pattern'] or mv['error']}" for mv in g["moves"])

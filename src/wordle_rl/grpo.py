@@ -18,6 +18,7 @@ batch of solver games (PPO-ptx): the imitation objective stays in the loss while
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -77,7 +78,8 @@ class WordleGRPOConfig(GRPOConfig):
     gradient_checkpointing: bool | None = field(default=None, metadata={
         "help": "Old name of activation_checkpointing; when given, it wins."})
     eval_val_every: int = field(default=0, metadata={"help": "Evaluate on the val split every N steps (0 = off)."})
-    eval_val_games: int = field(default=100, metadata={"help": "Val answers per evaluation."})
+    eval_val_games: int = field(default=100, metadata={
+        "help": "Val answers per evaluation: a random sample drawn with the run's seed, the same at every step."})
     splits: str = field(default="data/splits.json", metadata={
         "help": "Splits file: val evaluation, and (when it exists) the check that no RL target is a val/test answer."})
     sft_data: str | None = field(default=None, metadata={
@@ -481,7 +483,8 @@ class ValEvalCallback(TrainerCallback):
         style = PromptStyle(self.cfg.style, think=self.cfg.think)
         policy = ModelPolicy(model, self.tok, style, words, max_new_tokens=self.cfg.max_turn_tokens)
         ecfg = EvalConfig(split="val", train_sample=False, style=self.cfg.style, think=self.cfg.think)
-        res = run_eval(policy, sp.val[: self.cfg.eval_val_games], ecfg, None, words)
+        sample = random.Random(self.cfg.seed).sample(sp.val, min(self.cfg.eval_val_games, len(sp.val)))
+        res = run_eval(policy, sample, ecfg, None, words)
         if was_training:
             model.train()
         rec = {"step": state.global_step, "val_win_rate": res["metrics"]["win_rate"],

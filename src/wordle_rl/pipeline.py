@@ -51,6 +51,8 @@ class DataSection:
     sft_recall_share: float = field(default=0.2, metadata={
         "help": "Share of SFT games that are recall games: on an outside word next to an answer word, cut where that "
                 "answer word is the only fit and the solver writes it (SftConfig.recall_share)."})
+    protocol: str = field(default="open", metadata={
+        "help": "What SFT games may end on: open or strict (SftConfig.protocol)."})
     rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
     sft_lexicon_share: float = field(default=0.0, metadata={
         "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
@@ -85,7 +87,8 @@ class TrainSection:
     num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
     temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
     save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
-    eval_val_every: int = field(default=0, metadata={"help": "GRPO: win rate on 100 val answers every N steps."})
+    eval_val_every: int = field(default=0, metadata={
+        "help": "GRPO: greedy win rate on a seeded sample of 100 val answers every N steps."})
     soft_target_weight: float = field(default=0.0, metadata={
         "help": "SFT: weight of the soft letter targets (WordleSFTConfig.soft_target_weight; 0 for BPE tokenizers)."})
     sft_coef: float = field(default=0.0, metadata={
@@ -97,7 +100,9 @@ class TrainSection:
 
 @dataclass
 class EvalSection:
-    limit: int | None = field(default=None, metadata={"help": "Only the first N test answers (None: all)."})
+    splits: list[str] = field(default_factory=lambda: ["test", "val"], metadata={
+        "help": "Splits whose answers every policy plays, each in eval/<split>/ (val for choices, test for figures)."})
+    limit: int | None = field(default=None, metadata={"help": "Only the first N answers of each split (None: all)."})
     decodes: list[str] = field(default_factory=lambda: ["free", "consistent"], metadata={"help": "Decoding modes."})
     solvers: list[str] = field(default_factory=lambda: ["random", "entropy", "search"], metadata={
         "help": "Solver baselines."})
@@ -225,7 +230,7 @@ def load_config(spec: str | None) -> PipelineConfig:
 
 
 def _validate(cfg: PipelineConfig) -> PipelineConfig:
-    from wordle_rl.data import DataError, parse_depth_mix, parse_refused_kinds, parse_solver_mix
+    from wordle_rl.data import PROTOCOLS, DataError, parse_depth_mix, parse_refused_kinds, parse_solver_mix
     from wordle_rl.evaluate import DECODE_MODES
     from wordle_rl.models import WORD_TOKENS
     from wordle_rl.solvers import SOLVERS
@@ -242,6 +247,11 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
         raise ConfigError(f"data.rl_share: at least 0 and below 1, got {cfg.data.rl_share}")
     if cfg.model.word_tokens not in WORD_TOKENS:
         raise ConfigError(f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}")
+    if cfg.data.protocol not in PROTOCOLS:
+        raise ConfigError(f"data.protocol: {cfg.data.protocol!r} is not one of {PROTOCOLS}")
+    bad = [s for s in cfg.eval.splits if s not in ("train", "rl", "val", "test")]
+    if bad or not cfg.eval.splits:
+        raise ConfigError(f"eval.splits: {bad or 'none'} not a list of train, rl, val, test")
     bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
     if bad:
         raise ConfigError(f"eval.decodes: {bad} not in {DECODE_MODES}")
@@ -314,16 +324,17 @@ class Runner:
             make_splits(seed=self.cfg.data.split_seed, rl_share=self.cfg.data.rl_share).save(self.paths["splits"])
         return Splits.load(self.paths["splits"])
 
-    def _eval_cfg(self, decode: str):
+    def _eval_cfg(self, split: str, decode: str):
         from wordle_rl.evaluate import EvalConfig
 
         c = self.cfg
-        return EvalConfig(split="test", splits=str(self.paths["splits"]), decode=decode, limit=c.eval.limit,
+        return EvalConfig(split=split, splits=str(self.paths["splits"]), decode=decode, limit=c.eval.limit,
                           style=c.data.style, think=c.data.think, batch_size=c.eval.batch_size, threads=c.threads,
-                          seed=c.seed)
+                          seed=c.seed, train_sample=split == c.eval.splits[0])  # one train sample is enough
 
-    def _answers(self, sp):
-        return sp.test[: self.cfg.eval.limit] if self.cfg.eval.limit else sp.test
+    def _answers(self, sp, split: str):
+        answers = sp.answers(split)
+        return answers[: self.cfg.eval.limit] if self.cfg.eval.limit else answers
 
     def stage_baselines(self):
         from wordle_rl.evaluate import SolverPolicy, run_eval
@@ -333,11 +344,13 @@ class Runner:
 
         sp, words = self._splits(), load_word_lists()
         style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
-        for s in self.cfg.eval.solvers:
-            res = run_eval(SolverPolicy(make_solver(s, words, seed=self.cfg.seed), style), self._answers(sp),
-                           self._eval_cfg("free"), self.paths["eval"] / f"solver-{s}", words, sp.train)
-            self.console.print(f"{s}: win {res['metrics']['win_rate']:.1%}, "
-                               f"mean {res['metrics']['mean_guesses_on_wins']:.3f}")
+        for split in self.cfg.eval.splits:
+            for s in self.cfg.eval.solvers:
+                res = run_eval(SolverPolicy(make_solver(s, words, seed=self.cfg.seed), style),
+                               self._answers(sp, split), self._eval_cfg(split, "free"),
+                               self.paths["eval"] / split / f"solver-{s}", words, sp.train)
+                self.console.print(f"{s} ({split}): win {res['metrics']['win_rate']:.1%}, "
+                                   f"mean {res['metrics']['mean_guesses_on_wins']:.3f}")
 
     def stage_data(self):
         from wordle_rl.data import (
@@ -363,9 +376,9 @@ class Runner:
                                                   wide_answers_first=d.sft_wide_answers_first,
                                                   refused_share=d.sft_refused_share,
                                                   refused_kinds=parse_refused_kinds(d.sft_refused_kinds),
-                                                  recall_share=d.sft_recall_share,
+                                                  recall_share=d.sft_recall_share, protocol=d.protocol,
                                                   lexicon_share=d.sft_lexicon_share))
-        check_leakage(sft_rows, sp, "sft", allow_outside=True)
+        check_leakage(sft_rows, sp, "sft", allow_outside=True, protocol=d.protocol)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
         rl_rows = generate_rl(sp, RlConfig(rows=d.rl_rows, seed=self.cfg.seed, split="rl" if sp.rl else "train",
                                            style=d.style, think=d.think, depth_mix=parse_depth_mix(d.depth_mix),
@@ -439,6 +452,7 @@ class Runner:
         return out
 
     def stage_eval(self):
+        from wordle_rl.audit import TrainingIndex
         from wordle_rl.evaluate import ModelPolicy, run_eval
         from wordle_rl.models import load_model
         from wordle_rl.prompts import PromptStyle
@@ -446,15 +460,24 @@ class Runner:
 
         sp, words = self._splits(), load_word_lists()
         style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
+        t0 = time.perf_counter()
+        index = TrainingIndex.from_paths([self.paths["sft_data"] / "sft.jsonl", self.paths["rl_data"] / "rl.jsonl"],
+                                         words)
+        audit_index_s = round(time.perf_counter() - t0, 1)
+        self.console.print(f"training-overlap index: {len(index.pairs):,} imitated moves from {index.rows:,} rows "
+                           f"in {audit_index_s} s")
         for name, path in self.trained():
             model, tok = load_model(str(path), threads=self.cfg.threads)
             model.eval()
-            for decode in self.cfg.eval.decodes:
-                policy = ModelPolicy(model, tok, style, words, decode=decode, batch_size=self.cfg.eval.batch_size,
-                                     seed=self.cfg.seed, name=name)
-                res = run_eval(policy, self._answers(sp), self._eval_cfg(decode), self.paths["eval"] /
-                               f"{name}-{decode}", words, sp.train, {"model": str(path)})
-                self.console.print(f"{name} ({decode}): win {res['metrics']['win_rate']:.1%}")
+            for split in self.cfg.eval.splits:
+                for decode in self.cfg.eval.decodes:
+                    policy = ModelPolicy(model, tok, style, words, decode=decode,
+                                         batch_size=self.cfg.eval.batch_size, seed=self.cfg.seed, name=name)
+                    res = run_eval(policy, self._answers(sp, split), self._eval_cfg(split, decode),
+                                   self.paths["eval"] / split / f"{name}-{decode}", words, sp.train,
+                                   {"model": str(path)}, index=index)
+                    self.console.print(f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}")
+        return {"audit_index_s": audit_index_s}
 
     def stage_report(self):
         from wordle_rl.report import write_report

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wordle_rl.evaluate import SUMMARY_COLUMNS, fmt_pct, summary_cells
+from wordle_rl.evaluate import AUDIT_COLUMNS, SUMMARY_COLUMNS, audit_cells, fmt_pct, summary_cells
 from wordle_rl.game import pattern_to_emoji, str_to_pattern
 
 __all__ = ["write_report", "results_rows", "training_summary"]
 
 
 def results_rows(eval_dir: Path) -> list[tuple[str, dict]]:
-    """(run name, results.json) for every evaluation run, solvers first."""
+    """(run name, results.json) for every evaluation run in ``eval_dir``, solvers first."""
+    if not eval_dir.is_dir():
+        return []
     runs = sorted((p.name, json.loads((p / "results.json").read_text()))
                   for p in eval_dir.iterdir() if (p / "results.json").is_file())
     return sorted(runs, key=lambda r: (not r[0].startswith("solver-"), r[0]))
@@ -22,21 +24,43 @@ def _row(name: str, r: dict) -> str:
     return "| " + " | ".join([name, r["decode"], *summary_cells(r)]) + " |"
 
 
+def _audit_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """The training-overlap audit of the trained policies' runs (:mod:`wordle_rl.audit`)."""
+    audited = [(name, r) for name, r in runs if "audit" in r]
+    if not audited:
+        return []
+    first = audited[0][1]
+    lines = ["", f"Training-overlap audit: {first['audit']['answers_imitated_as_guess']} of "
+             f"{first['metrics']['games']} answers are imitated guesses in the training data. A game's endgame is the "
+             "first state in which its answer is the only answer word that fits; it was imitated when that exact "
+             "state -> answer was a trained move (see `wordle_rl.audit`).", "",
+             "| " + " | ".join(["policy", "decoding", *AUDIT_COLUMNS]) + " |",
+             "|---" * (2 + len(AUDIT_COLUMNS)) + "|"]
+    return lines + ["| " + " | ".join([name, r["decode"], *audit_cells(r)]) + " |" for name, r in audited]
+
+
 def write_report(runner) -> Path:
     from wordle_rl.plots import plot_eval_runs, plot_training_log
 
     out: Path = runner.out
     plots = out / "plots"
-    runs = results_rows(runner.paths["eval"])
     lines = [f"# wordle-rl run `{runner.cfg.name}`", ""]
-    if runs:
-        n = runs[0][1]["metrics"]["games"]
-        lines += [f"All policies played the same {n} **test** answers; a win counts only when the exact answer "
+    runs: list[tuple[str, dict]] = []
+    for split in runner.cfg.eval.splits:
+        split_runs = results_rows(runner.paths["eval"] / split)
+        if not split_runs:
+            continue
+        runs = runs or split_runs  # the first split's runs give the plots and the sample games
+        n = split_runs[0][1]["metrics"]["games"]
+        lines += [f"## {split.capitalize()} answers", "",
+                  f"All policies played the same {n} **{split}** answers; a win counts only when the exact answer "
                   "was guessed. 95 % Wilson intervals.", "",
                   "| " + " | ".join(["policy", "decoding", *SUMMARY_COLUMNS]) + " |",
                   "|---" * (2 + len(SUMMARY_COLUMNS)) + "|"]
-        lines += [_row(name, r) for name, r in runs]
+        lines += [_row(name, r) for name, r in split_runs]
+        lines += _audit_lines(split_runs)
         lines.append("")
+    if runs:
         for p in plot_eval_runs(runs, plots):
             lines.append(f"![{p.stem}](plots/{p.name})")
     for stage, keys in (("sft", ["loss", "mean_token_accuracy"]),
@@ -59,8 +83,9 @@ def write_report(runner) -> Path:
     if trained:
         name, _ = trained[-1]
         lines += ["", f"## Sample games ({name}, free decoding)", ""]
-        games = [json.loads(x) for x in (runner.paths["eval"] / name / "games.jsonl").read_text().splitlines()]
-        for g in [g for g in games if g["split"] == "test"][:6]:
+        split = runner.cfg.eval.splits[0]
+        games = [json.loads(x) for x in (runner.paths["eval"] / split / name / "games.jsonl").read_text().splitlines()]
+        for g in [g for g in games if g["split"] == split][:6]:
             tiles = " ".join(pattern_to_emoji(str_to_pattern(m["pattern"])) if m["pattern"] else "⛔"
                              for m in g["moves"])
             words = " ".join((m["guess"] or m["error"] or "?").upper() for m in g["moves"])
@@ -116,8 +141,7 @@ def _training_lines(runner) -> list[str]:
     sft = dict(rows).get("sft")
     if sft and sft["steps"] < sft["max_steps"]:
         lines += ["", f"The SFT stage ended at {sft['steps']:,} of {sft['max_steps']:,} steps: this machine fits fewer "
-                  "steps in the budget, and held-out wins grow with the SFT steps done (benchmarks/RESULTS.md, "
-                  "session 20)."]
+                  "steps in the budget, and held-out wins grow with the SFT steps done."]
     return lines
 
 
