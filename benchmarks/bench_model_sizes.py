@@ -3,7 +3,7 @@
 Run on an idle machine: ``python benchmarks/bench_model_sizes.py [--presets mini tiny] [--batch 64]``.
 Each preset is built from its config (no download) and trained with plain forward + backward + AdamW on
 random token batches of SFT-game length; prints JSON lines with parameters, seconds per step and tokens/s.
-SFTTrainer adds its own overhead on top (see benchmarks/RESULTS.md).
+SFTTrainer adds its own overhead on top (see docs/results.md).
 """
 
 from __future__ import annotations

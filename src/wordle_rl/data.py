@@ -203,8 +203,7 @@ class SftConfig:
     balance_share: float = field(default=0.0, metadata={
         "help": "Share of games whose guesses after the first are the remaining candidate written least often so "
                 "far in this data (ties at random): evens out how often each answer word is a trained output, so "
-                "held-out answers (never targets) are not rare outputs. Held-out answers won in free play track "
-                "that count (benchmarks/RESULTS.md)."})
+                "held-out answers (never targets) are not rare outputs."})
     wide_share: float = field(default=0.0, metadata={
         "help": "Share of games whose target is an allowed guess word outside the answer list (so never a val or "
                 "test answer), played by the candidate solver with every allowed word as a possible answer: the "
@@ -218,8 +217,8 @@ class SftConfig:
         "help": "Share of the games that are recall games instead: a game on an allowed word outside the answer "
                 "list (never a val or test answer) one or two letters away from an answer word W, played by the "
                 "candidate solver and cut right after it writes W where W is the only answer word that fits. Every "
-                "answer word alike, whatever its split: in the other games a held-out answer is never the only "
-                "fitting word, which is where free play loses it (benchmarks/RESULTS.md, session 21)."})
+                "answer word alike under the open protocol: in the other games a held-out answer is never the only "
+                "fitting word, the state where free play loses it."})
     protocol: str = field(default="open", metadata={
         "help": "open: recall games recall every public answer word alike; strict: only train answers, and no game "
                 "ends on a val or test word (a lost game's trailing guesses of such words are cut), so no held-out "
@@ -228,8 +227,7 @@ class SftConfig:
         "help": "Word-pattern exercises added, as a share of the games: each asks for any answer word with 2-4 "
                 "letters in place (drawn from the whole public answer list, every word alike; no game, no target) "
                 "and answers one of the fitting words; with soft targets the whole set of fitting words is the "
-                "target. Teaches the word list as words to spell: fewer non-words, but no more wins "
-                "(benchmarks/RESULTS.md, session 17)."})
+                "target. Teaches the word list as words to spell."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 

@@ -61,7 +61,7 @@ class ModelPreset:
 MODEL_PRESETS = {
     "mini": ModelPreset(160, 4, 4, 480, "≈1.4 M parameters; the default: 2.3x the tokens/s of tiny, so more "
                                         "games in a fixed CPU budget, and better after 30 minutes of SFT"),
-    "tiny": ModelPreset(256, 4, 4, 768, "≈3.5 M parameters; the default until measured worse at 30 min of SFT"),
+    "tiny": ModelPreset(256, 4, 4, 768, "≈3.5 M parameters; fewer held-out wins than mini after 30 min of SFT"),
     "small": ModelPreset(384, 6, 6, 1152, "≈11 M parameters; better with a longer budget"),
     "micro": ModelPreset(64, 2, 2, 192, "≈0.1 M parameters; for tests"),
 }
@@ -212,7 +212,7 @@ def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """Whether this CPU computes bf16 in hardware (AVX512-BF16 or AMX-BF16) and torch's oneDNN can use it.
 
     Only there is ``bf16=True`` accepted on a CPU (elsewhere bf16 is emulated and slower); it makes the small default
-    model's SFT steps ~1.4x faster (benchmarks/RESULTS.md). Reads the Linux CPU flags; ``False`` when absent.
+    model's SFT steps ~1.4x faster. Reads the Linux CPU flags; ``False`` when absent.
     """
     import torch
 
@@ -243,7 +243,7 @@ def load_model(name_or_path: str, device: str = "auto", dtype: str = "auto", lor
         torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
-        # eager attention is ~20 % faster than SDPA for small models on a CPU (benchmarks/RESULTS.md)
+        # eager attention is ~20 % faster than SDPA for small models on a CPU
         attn = "eager" if dev == "cpu" else None
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, attn_implementation=attn)
     except OSError as e:

@@ -36,7 +36,7 @@ __all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_me
 
 STYLES = ("xml", "tiles", "tiles-known", "brackets", "plain")
 # The default of every command and config: the embedded default model wins more held-out games with each tile
-# written as letter and mark together (benchmarks/RESULTS.md, sessions 13-15). Hub LLMs may prefer "xml".
+# written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
 _TILE = {GREEN: "G", YELLOW: "Y", GREY: "X"}

@@ -10,8 +10,7 @@ that fit, including val/test words, which are never a game's target and so never
 The resolved config is saved as ``wordle_rl_sft_config.json`` in the output folder; checkpoints
 (model, optimizer, scheduler, RNG) go to ``checkpoint-N`` and ``--resume`` continues from the last one.
 CPU (fp32) by default here; CUDA with bf16 when present. ``--bf16 true`` on a CPU that computes bf16 natively
-(AVX512-BF16/AMX) makes steps ~1.4x faster, but 30 minutes of it won no more held-out games than fp32 did
-(benchmarks/RESULTS.md, session 10).
+(AVX512-BF16/AMX) makes steps ~1.4x faster, but 30 minutes of it won no more held-out games than fp32 did.
 """
 
 from __future__ import annotations
@@ -80,11 +79,10 @@ class WordleSFTConfig(SFTConfig):
     seed: int = field(default=0, metadata={"help": "Seed of model init order, shuffling and dropout."})
     bf16: bool | None = field(default=None, metadata={
         "help": "bf16 mixed precision (fp32 weights, bf16 autocast); default: on with CUDA, off on a CPU. true is "
-                "allowed on a CPU with native bf16 (AVX512-BF16 or AMX): ~1.4x faster steps there, but 30 minutes "
-                "of it won no more held-out games than fp32 (benchmarks/RESULTS.md, session 10)."})
+                "allowed on a CPU with native bf16 (AVX512-BF16 or AMX)."})
     activation_checkpointing: bool | None = field(default=False, metadata={
         "help": "Recompute activations in backward: saves memory on large models, but makes the small default "
-                "model's steps 1.18x slower (TRL turns it on by default; benchmarks/RESULTS.md)."})
+                "model's steps 1.18x slower (TRL turns it on by default)."})
     gradient_checkpointing: bool | None = field(default=None, metadata={
         "help": "Old name of activation_checkpointing; when given, it wins."})
     soft_target_weight: float = field(default=0.0, metadata={

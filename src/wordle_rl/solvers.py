@@ -10,7 +10,7 @@ found by re-scoring through the pattern matrix. Each is deterministic (``random`
 
 Openers are computed, not hard-coded, and cached on disk next to the pattern matrix.
 
-Run: ``wordle-rl solve --all --solver search`` (see ``benchmarks/RESULTS.md`` for figures).
+Run: ``wordle-rl solve --all --solver search`` (figures in ``docs/results.md``).
 """
 
 from __future__ import annotations
