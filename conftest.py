@@ -34,3 +34,25 @@ def matrix(words):
 def micro(tmp_path_factory):
     """A real (untrained) embedded model of the ``micro`` preset, saved with ``save_pretrained``."""
     return init_model(tmp_path_factory.mktemp("models") / "micro", "micro", seed=0)
+
+
+@pytest.fixture(scope="session")
+def trained_micro(tmp_path_factory, words):
+    """A micro model after a few SFT steps (it writes guesses sometimes, so groups have reward spread), its SFT
+    games and a dozen RL rows."""
+    from wordle_rl.data import RlConfig, SftConfig, generate_rl, generate_sft, make_splits, save_dataset
+    from wordle_rl.sft import WordleSFTConfig, run_sft
+
+    root = tmp_path_factory.mktemp("grpo")
+    raw = init_model(root / "micro", "micro", seed=1)
+    splits = make_splits(words, seed=0)
+    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
+                                              solver_mix={"entropy": 1.0}), words)
+    save_dataset(sft_rows, root / "sft", "sft")
+    model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
+                                    max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
+                                    threads=1, save_steps=1000, disable_tqdm=True))
+    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5}),
+                       words)
+    save_dataset(rows, root / "rl", "rl")
+    return root, model

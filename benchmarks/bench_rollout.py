@@ -10,7 +10,8 @@ import argparse
 import json
 import time
 
-from wordle_rl.grpo import WordleGRPOConfig, WordleRollout, load_rl_rows
+from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows
+from wordle_rl.rollout import WordleRollout
 from wordle_rl.models import load_model
 
 

@@ -6,30 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from wordle_rl.data import RlConfig, generate_rl, make_splits, save_dataset
-from wordle_rl.grpo import WordleGRPOConfig, WordleRollout, load_rl_rows, run_grpo
-from wordle_rl.models import init_model, load_model
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, words):
-    from wordle_rl.data import SftConfig, generate_sft
-    from wordle_rl.sft import WordleSFTConfig, run_sft
-
-    root = tmp_path_factory.mktemp("grpo")
-    raw = init_model(root / "micro", "micro", seed=1)
-    splits = make_splits(words, seed=0)
-    # a few SFT steps so the policy writes guesses sometimes: groups then have reward spread to learn from
-    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
-                                              solver_mix={"entropy": 1.0}), words)
-    save_dataset(sft_rows, root / "sft", "sft")
-    model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
-                                    max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
-                                    threads=1, save_steps=1000, disable_tqdm=True))
-    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5}),
-                       words)
-    save_dataset(rows, root / "rl", "rl")
-    return root, model
+from wordle_rl.data import make_splits
+from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
+from wordle_rl.models import load_model
+from wordle_rl.rollout import WordleRollout
 
 
 def test_num_generations_below_two_is_refused():
@@ -69,8 +49,8 @@ def _fresh_logprobs(model, g):
     return [lp[n + k - 1, t].item() for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"])) if m]
 
 
-def test_rollout_masks_env_tokens_and_reports_games(setup):
-    root, model_path = setup
+def test_rollout_masks_env_tokens_and_reports_games(trained_micro):
+    root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "x"),
                            num_generations=2, per_device_train_batch_size=4, max_turn_tokens=10)
@@ -82,10 +62,10 @@ def test_rollout_masks_env_tokens_and_reports_games(setup):
         _check_episode(tok, g)
 
 
-def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(setup):
+def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(trained_micro):
     """Every sampled token's log-probability, computed during the batched rollout (KV cache carried across turns,
     padding inside the batch, finished games dropped), equals the one from one unpadded forward of that game."""
-    root, model_path = setup
+    root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "z"),
                            num_generations=2, per_device_train_batch_size=8, max_turn_tokens=10)
@@ -125,10 +105,10 @@ class TransformersTurns:
         return prompts, completions, logprobs, None
 
 
-def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(setup):
+def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(trained_micro):
     """The vLLM path (whole conversation re-sent each turn) yields episodes of the same shape, and its per-token
     log-probabilities line up with the completion tokens for TRL's importance-sampling correction."""
-    root, model_path = setup
+    root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     model.eval()
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "v"),
@@ -159,8 +139,8 @@ def test_vllm_without_cuda_is_refused_with_the_reason():
         WordleGRPOConfig(use_vllm=True, output_dir="unused")
 
 
-def test_zero_spread_group_is_reported(setup):
-    root, model_path = setup
+def test_zero_spread_group_is_reported(trained_micro):
+    root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "y"),
                            num_generations=2, per_device_train_batch_size=4, max_turn_tokens=1)
@@ -179,8 +159,8 @@ def test_zero_spread_group_is_reported(setup):
     assert out["episode_invalid"] == [-1.0] * 4 and len(out["completion_ids"]) == 4
 
 
-def test_grpo_steps_change_parameters_with_finite_loss(setup):
-    root, model_path = setup
+def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
+    root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out = root / "run"
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
@@ -196,8 +176,8 @@ def test_grpo_steps_change_parameters_with_finite_loss(setup):
     assert (out / "checkpoint-2").is_dir() and (out / "wordle_rl_grpo_config.json").is_file()
 
 
-def test_depth_curriculum_starts_deep_and_fades_out(setup):
-    root, _ = setup
+def test_depth_curriculum_starts_deep_and_fades_out(trained_micro):
+    root, _ = trained_micro
     from wordle_rl.models import build_tokenizer
 
     rows = load_rl_rows(root / "rl")
@@ -221,12 +201,14 @@ def test_sft_loss_config_is_checked():
         WordleGRPOConfig(output_dir="unused", sft_data="data/sft")
     with pytest.raises(ValueError, match="must be >= 0"):
         WordleGRPOConfig(output_dir="unused", sft_data="data/sft", sft_coef=-1.0)
+    with pytest.raises(ValueError, match="sft_coef_final needs sft_coef > 0"):
+        WordleGRPOConfig(output_dir="unused", sft_coef_final=0.5)
 
 
-def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(setup):
+def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(trained_micro):
     from wordle_rl.sft import SftBatches, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset
 
-    root, model_path = setup
+    root, model_path = trained_micro
     model, tok = load_model(str(model_path))
     batches = SftBatches(root / "sft", tok, batch_size=4, seed=3)
     one, again, other = batches.batch(0), batches.batch(0), batches.batch(1)
@@ -243,11 +225,11 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(setup)
         assert torch.equal(one[key], ref[key]), key
 
 
-def test_sft_batches_refuse_games_on_held_out_answers(setup, tmp_path, words):
+def test_sft_batches_refuse_games_on_held_out_answers(trained_micro, tmp_path, words):
     from wordle_rl.data import DataError, read_jsonl, write_jsonl
     from wordle_rl.sft import SftBatches
 
-    root, model_path = setup
+    root, model_path = trained_micro
     rows = read_jsonl(root / "sft" / "sft.jsonl")
     splits = make_splits(words, seed=0)
     splits.save(tmp_path / "splits.json")
@@ -257,24 +239,25 @@ def test_sft_batches_refuse_games_on_held_out_answers(setup, tmp_path, words):
         SftBatches(tmp_path / "leaky.jsonl", load_model(str(model_path))[1], 4, splits=tmp_path / "splits.json")
 
 
-def test_grpo_with_the_sft_loss_logs_it_and_trains(setup):
-    root, model_path = setup
+def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
+    root, model_path = trained_micro
     out = root / "run-ptx"
     cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
                            num_generations=2, per_device_train_batch_size=4, max_turn_tokens=8, threads=1,
                            learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True,
-                           sft_data=str(root / "sft"), sft_coef=1.0, sft_batch_size=4)
+                           sft_data=str(root / "sft"), sft_coef=1.0, sft_coef_final=0.2, sft_batch_size=4)
     run_grpo(cfg)
     log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
     assert len(log) == 2 and all(0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log)
+    assert [e["sft/coef"] for e in log] == pytest.approx([1.0, 0.6])  # annealed linearly towards 0.2 at step 2
     saved = json.loads((out / "wordle_rl_grpo_config.json").read_text())
     assert saved["sft_coef"] == 1.0 and saved["sft_data"] == str(root / "sft")
 
 
-def test_sft_batches_need_a_template_that_marks_assistant_turns(setup):
+def test_sft_batches_need_a_template_that_marks_assistant_turns(trained_micro):
     from wordle_rl.sft import SftBatches
 
-    root, model_path = setup
+    root, model_path = trained_micro
     tok = load_model(str(model_path))[1]
     tok.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' }}"
                          "{% endfor %}")

@@ -725,7 +725,12 @@ def _print_results(results: list[dict], names: list[str] | None = None) -> None:
 
 
 @app.command()
-def compare(runs: Annotated[list[Path], typer.Argument(help="Run folders (or results.json files).")]) -> None:
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (or results.json files).")],
+    paired: Annotated[bool, typer.Option(help="Two run folders on the same answers: games won by only one (exact "
+                                              "McNemar p) and guesses per game (Wilcoxon p), second against first."
+                                         )] = False,
+) -> None:
     """Side-by-side table of evaluation runs."""
     results, names = [], []
     for r in runs:
@@ -738,6 +743,23 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run folders (or res
     if len(splits_seen) > 1:
         console.print(f"[yellow]warning: runs are on different splits {sorted(splits_seen)}[/]")
     _print_results(results, names)
+    if paired:
+        from wordle_rl.paired import paired_comparison, read_games
+
+        if len(runs) != 2 or not all(r.is_dir() for r in runs):
+            raise fail("--paired compares exactly two run folders (each with games.jsonl)")
+        try:
+            r = paired_comparison(read_games(runs[0]), read_games(runs[1]))
+        except (FileNotFoundError, ValueError) as e:
+            raise fail(str(e)) from e
+        table = Table(title=f"paired: {runs[1]} against {runs[0]} on {r['games']} answers")
+        for col in ("won only by first", "won only by second", "McNemar p", "mean guesses (loss = 7)",
+                    "difference", "Wilcoxon p"):
+            table.add_column(col)
+        table.add_row(str(r["only_a"]), str(r["only_b"]), f"{r['mcnemar_p']:.3g}",
+                      f"{r['mean_guesses_a']:.3f} -> {r['mean_guesses_b']:.3f}", f"{r['mean_guesses_diff']:+.3f}",
+                      f"{r['wilcoxon_p']:.3g}")
+        console.print(table)
 
 
 @app.command()

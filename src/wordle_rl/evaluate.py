@@ -264,6 +264,8 @@ def metrics(games: list[dict], max_turns: int = 6) -> dict:
     return {
         "games": n, "wins": len(wins), "win_rate": len(wins) / n if n else 0.0, "win_rate_ci95": [lo, hi],
         "mean_guesses_on_wins": float(np.mean([g["turns"] for g in wins])) if wins else None,
+        "mean_guesses_per_game": float(np.mean([g["turns"] if g["won"] else max_turns + 1 for g in games]))
+        if games else None,  # a loss counts as max_turns + 1
         "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)} | {"X": n - len(wins)},
         "moves": len(moves),
         "format_error_rate": rate(moves, lambda m: m["error"] in FORMAT_ERRORS),

@@ -94,6 +94,10 @@ class TrainSection:
     sft_coef: float = field(default=0.0, metadata={
         "help": "GRPO: weight of the SFT loss on this run's SFT games added to every step (WordleGRPOConfig.sft_coef, "
                 "PPO-ptx; the soft targets follow sft.soft_target_weight; 0 = off)."})
+    sft_coef_final: float | None = field(default=None, metadata={
+        "help": "GRPO: SFT loss weight at the last step, reached linearly from sft_coef (None: constant)."})
+    rollout: str = field(default="game", metadata={
+        "help": "GRPO: game (whole sampled games) or branch (sampled moves at one state of the greedy game)."})
     use_vllm: bool = field(default=False, metadata={
         "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
 
@@ -116,20 +120,14 @@ class PipelineConfig:
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
-    # 8,000 steps of 32 games (1.8 epochs of 140,000 games) fill the 30-minute budget on an idle 2-core machine of
-    # sessions 7-8's speed; a slower machine stops at the budget, before the learning rate has decayed
-    # (benchmarks/RESULTS.md). Steps of 32 cost half of those of 64 here, and twice the updates won more val games.
-    # The cosine follows the budget too, so a slower machine still ends at the learning-rate floor (session 11: at half
-    # speed, val 29.7 -> 37.5 %, p = 0.033); where the 8,000 steps fit the budget it is the plain step cosine.
-    # Peak learning rate 1e-3 (sessions 12-14, same 30 minutes, xml style: 5e-3 / 3e-3 / 2e-3 / 1.5e-3 / 1e-3 won
-    # 37.5 / 51.7 / 58.6 / 65.1 / 65.5 % of test; with the tiles style 1e-3 won 69.4 % of test and 71.6 % of val).
+    # 8,000 steps of 32 games (1.8 epochs of 140,000 games) about fill the 30-minute budget on an idle 2-core
+    # machine; the cosine follows the budget, so a slower machine still ends at the learning-rate floor. Why each
+    # value: docs/results.md.
     sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=8000, batch_size=32,
                                                                    learning_rate=1e-3, save_steps=400,
                                                                    time_budget_minutes=30, soft_target_weight=1.0,
                                                                    schedule_follows_budget=True))
-    # GRPO keeps the SFT loss in every step (sft_coef 1.0, PPO-ptx): without it, every GRPO run of sessions 8-16 lost
-    # held-out greedy wins (session 15's main job: val 74.1 -> 69.0 %, p = 0.004); with it two seeds kept the SFT
-    # model's val and test wins (session 18), gaining none.
+    # GRPO keeps the SFT loss in every step (sft_coef 1.0, PPO-ptx), which stops it from losing held-out wins.
     grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,
                                                                     temperature=0.7, save_steps=25,
                                                                     time_budget_minutes=40, eval_val_every=50,
@@ -258,6 +256,8 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     bad = [s for s in cfg.eval.solvers if s not in SOLVERS]
     if bad:
         raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
+    if cfg.grpo.rollout not in ("game", "branch"):
+        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game or branch")
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
         raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
     if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:
@@ -440,6 +440,7 @@ class Runner:
                                splits=str(self.paths["splits"]), eval_val_every=t.eval_val_every,
                                use_vllm=t.use_vllm, vllm_mode="colocate", disable_tqdm=False,
                                sft_data=str(self.paths["sft_data"]) if t.sft_coef > 0 else None, sft_coef=t.sft_coef,
+                               sft_coef_final=t.sft_coef_final, rollout=t.rollout,
                                sft_soft_target_weight=self.cfg.sft.soft_target_weight)
         run_grpo(cfg, resume=self._resume(self.paths["grpo"]))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plot_eval_runs", "plot_training_log"]
+__all__ = ["plot_eval_runs", "plot_training_log", "plot_val_curve"]
 
 
 def _plt():
@@ -71,6 +71,26 @@ def plot_training_log(log: list[dict], keys: list[str], out: str | Path, title: 
     ax.set_xlabel("step")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def plot_val_curve(records: list[dict], out: str | Path) -> Path:
+    """GRPO's in-training val check (``val_eval.jsonl``): greedy win rate and mean guesses per game against step."""
+    plt = _plt()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    steps = [r["step"] for r in records]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    left.plot(steps, [100 * r["val_win_rate"] for r in records], marker="o")
+    left.set_ylabel("greedy val wins (%)")
+    right.plot(steps, [r.get("val_mean_guesses_per_game") for r in records], marker="o", color="tab:orange")
+    right.set_ylabel("mean guesses per game (loss = 7)")
+    for ax in (left, right):
+        ax.set_xlabel("GRPO step")
+    fig.suptitle("GRPO: greedy play on val answers during training")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -39,8 +39,27 @@ def _audit_lines(runs: list[tuple[str, dict]]) -> list[str]:
     return lines + ["| " + " | ".join([name, r["decode"], *audit_cells(r)]) + " |" for name, r in audited]
 
 
+def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str]:
+    """GRPO against its SFT model on the same answers, per decoding (:mod:`wordle_rl.paired`)."""
+    from wordle_rl.paired import paired_comparison, read_games
+
+    names = {name for name, _ in runs}
+    decodes = [d for d in cfg.eval.decodes if {f"sft-{d}", f"grpo-{d}"} <= names]
+    if not decodes:
+        return []
+    lines = ["", "SFT + GRPO against its SFT model, paired on the same answers (a loss counts as 7 guesses; exact "
+             "McNemar test on the games won by only one, Wilcoxon signed-rank test on guesses per game):", "",
+             "| decoding | won only by SFT | won only by GRPO | McNemar p | mean guesses SFT | mean guesses GRPO | "
+             "difference | Wilcoxon p |", "|---|---|---|---|---|---|---|---|"]
+    for d in decodes:
+        r = paired_comparison(read_games(eval_dir / f"sft-{d}"), read_games(eval_dir / f"grpo-{d}"))
+        lines.append(f"| {d} | {r['only_a']} | {r['only_b']} | {r['mcnemar_p']:.3g} | {r['mean_guesses_a']:.3f} | "
+                     f"{r['mean_guesses_b']:.3f} | {r['mean_guesses_diff']:+.3f} | {r['wilcoxon_p']:.3g} |")
+    return lines
+
+
 def write_report(runner) -> Path:
-    from wordle_rl.plots import plot_eval_runs, plot_training_log
+    from wordle_rl.plots import plot_eval_runs, plot_training_log, plot_val_curve
 
     out: Path = runner.out
     plots = out / "plots"
@@ -59,6 +78,7 @@ def write_report(runner) -> Path:
                   "|---" * (2 + len(SUMMARY_COLUMNS)) + "|"]
         lines += [_row(name, r) for name, r in split_runs]
         lines += _audit_lines(split_runs)
+        lines += _paired_lines(runner.paths["eval"] / split, split_runs, runner.cfg)
         lines.append("")
     if runs:
         for p in plot_eval_runs(runs, plots):
@@ -74,11 +94,17 @@ def write_report(runner) -> Path:
                 lines.append(_cumulative_wins(log, runner.cfg.grpo.batch_size, plots))
     val_file = runner.paths["grpo"] / "val_eval.jsonl"
     if val_file.is_file():
-        lines += ["", "GRPO: greedy wins on val answers during training", "", "| step | val win rate | mean guesses |",
-                  "|---|---|---|"]
-        for rec in (json.loads(x) for x in val_file.read_text().splitlines()):
+        records = [json.loads(x) for x in val_file.read_text().splitlines()]
+        lines += ["", "GRPO: greedy play on a seeded sample of val answers during training", "",
+                  "| step | val win rate | mean guesses on wins | mean guesses per game (loss = 7) |",
+                  "|---|---|---|---|"]
+        for rec in records:
             mean = f"{rec['val_mean_guesses']:.3f}" if rec["val_mean_guesses"] else "-"
-            lines.append(f"| {rec['step']} | {fmt_pct(rec['val_win_rate'])} | {mean} |")
+            per_game = rec.get("val_mean_guesses_per_game")
+            lines.append(f"| {rec['step']} | {fmt_pct(rec['val_win_rate'])} | {mean} | "
+                         f"{f'{per_game:.3f}' if per_game is not None else '-'} |")
+        p = plot_val_curve(records, plots / "grpo_val_curve.png")
+        lines += ["", f"![val during GRPO](plots/{p.name})"]
     trained = [(n, r) for n, r in runs if not n.startswith("solver-") and r["decode"] == "free"]
     if trained:
         name, _ = trained[-1]

@@ -51,7 +51,7 @@ from wordle_rl.solvers import entropies
 from wordle_rl.words import WordList, load_word_lists
 
 __all__ = ["COMPONENTS", "RANGES", "RewardWeights", "PRESETS", "RewardCurriculum", "RewardContext",
-           "turn_components", "combine", "episode_components", "make_reward_funcs", "as_history",
+           "turn_components", "combine", "episode_components", "game_return", "make_reward_funcs", "as_history",
            "win_reward", "format_reward", "valid_word_reward", "partial_credit_reward", "repetition_reward",
            "consistency_reward", "info_gain_reward", "invalid_move_reward", "REWARD_FUNCS"]
 
@@ -272,6 +272,24 @@ def episode_components(turns: list[dict[str, float]]) -> dict[str, float]:
     out = {c: sum(t[c] for t in turns) / len(turns) for c in COMPONENTS}
     out["win"] = float(turns[-1]["win"])
     return out
+
+
+def game_return(won: bool, turns: int, max_turns: int = 6, legal_share: float = 1.0, shaping: float = 0.0) -> float:
+    """One number per game that orders outcomes strictly: a win in ``turns`` turns (refused moves count, as they
+    cost a turn in the game) scores ``max_turns + 1 - turns``, a loss 0, plus ``shaping`` (below 1) times the
+    share of legal moves, which can never reorder them: every win beats every loss, and a win in k turns beats
+    every win in k + 1.
+
+    >>> [game_return(True, k) for k in (1, 3, 6)], game_return(False, 6)
+    ([6.0, 4.0, 1.0], 0.0)
+    >>> game_return(True, 6, legal_share=0.0, shaping=0.5) > game_return(False, 6, legal_share=1.0, shaping=0.5)
+    True
+    """
+    if not 0 <= shaping < 1 or not 0 <= legal_share <= 1:
+        raise ValueError(f"shaping must be in [0, 1) and legal_share in [0, 1], got {shaping} and {legal_share}")
+    if not 1 <= turns <= max_turns:
+        raise ValueError(f"turns must be 1-{max_turns}, got {turns}")
+    return float(max_turns + 1 - turns if won else 0) + shaping * legal_share
 
 
 @dataclass

@@ -1,0 +1,107 @@
+"""Branch rollouts: GRPO groups formed at one state of the policy's own greedy game, one decision each.
+
+    wordle-rl grpo --model runs/sft --data data/rl --rollout branch --num-generations 8
+
+Whole-game GRPO gives every token of a game one advantage, and trains sampled games that greedy play never meets.
+Here each group of ``num_generations`` completions is built at one state:
+
+1. the current policy plays the group's RL row (an answer and a start history) **greedily** to the end;
+2. one decision of that game is drawn at random (before or at its first refused move, so the state is exact);
+3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each game is then
+   finished **greedily** by the current policy;
+4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k turns is worth
+   ``max_turns + 1 - k``, a loss 0, a refused move costs its turn).
+
+The completion TRL trains is the sampled move alone, so its group-relative advantage is how much better (or
+worse) that one move did than the others from the same state, when the policy itself plays on: a one-step policy
+improvement over the greedy policy, aimed at the states greedy play reaches.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from wordle_rl.rewards import game_return
+from wordle_rl.rollout import ROW_KEY, WordleRollout
+
+__all__ = ["BranchRollout", "game_return_reward"]
+
+
+def game_return_reward(completions, episode_return=None, **kwargs) -> list[float]:
+    """The strict game return of each branch, computed by :class:`BranchRollout` (TRL reward-function form).
+
+    >>> game_return_reward(["<guess>crane</guess>", "<guess>crone</guess>"], episode_return=[4.0, 0.0])
+    [4.0, 0.0]
+    """
+    if episode_return is None:
+        raise ValueError("game_return_reward scores branch rollouts: it needs the rollout's episode_return")
+    if len(episode_return) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(episode_return)} returns")
+    return [float(x) for x in episode_return]
+
+
+def decision_states(row: dict, moves: list[tuple[str | None, str | None]]) -> list[list[list[str]]]:
+    """The histories before each decision of a game played from ``row`` whose state is exact: every decision up to
+    and including the first refused move (a refused move changes the conversation but not the scored history).
+
+    >>> decision_states({"history": [["raise", "XXXXX"]]}, [("could", "XYXXX"), (None, None), ("mount", "GGGGG")])
+    [[['raise', 'XXXXX']], [['raise', 'XXXXX'], ['could', 'XYXXX']]]
+    """
+    history = [list(t) for t in row.get("history") or []]
+    states = [list(history)]
+    for guess, pattern in moves[:-1]:
+        if guess is None or pattern is None:
+            break
+        history.append([guess, pattern])
+        states.append(list(history))
+    return states
+
+
+class BranchRollout(WordleRollout):
+    """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state, sampled moves there,
+    greedy finishes; the completion is the sampled move, the reward its game's strict return."""
+
+    def __call__(self, prompts: list, trainer) -> dict:
+        t0 = time.perf_counter()
+        g = self.cfg.num_generations
+        model = trainer.model
+        group_rows = [int(p[0][ROW_KEY]) for p in prompts[::g]]
+        greedy = self.play(model, group_rows, sample_turns=0)
+        branch_rows, depths = [], []
+        for r, game in zip(group_rows, greedy):
+            states = decision_states(self.rows[r], game["moves"])
+            state = states[int(self.rng.integers(len(states)))]
+            depths.append(len(state))
+            branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
+        games = self.play(model, [], sample_turns=1, rows=branch_rows)
+        returns = [game_return(x["won"], x["turns"], self.cfg.max_turns,
+                               legal_share=float(np.mean([e is None for e in x["errors"]])),
+                               shaping=self.cfg.return_shaping) for x in games]
+        first = [x["env_mask"].index(0) if 0 in x["env_mask"] else len(x["env_mask"]) for x in games]
+        spread = [np.ptp(returns[k:k + g]) for k in range(0, len(returns), g)]
+        won = [x for x in greedy if x["won"]]
+        moves = [x["errors"][0] for x in games]
+        self.last_stats.update({
+            "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
+            "wordle/win_rate": float(np.mean([x["won"] for x in games])),
+            "wordle/greedy_win_rate": len(won) / len(greedy),
+            "wordle/greedy_mean_guesses": float(np.mean([x["turns"] if x["won"] else 7 for x in greedy])),
+            "wordle/mean_return": float(np.mean(returns)),
+            "wordle/branch_depth": float(np.mean(depths)),
+            "wordle/invalid_word_rate": float(np.mean([e == "not_in_word_list" for e in moves])),
+            "wordle/repeated_guess_rate": float(np.mean([e == "repeated_guess" for e in moves])),
+            "wordle/format_error_rate": float(np.mean([e not in (None, "not_in_word_list", "repeated_guess",
+                                                                 "hard_mode_violation") for e in moves])),
+            "wordle/episodes_per_s": len(games) / (time.perf_counter() - t0),
+        })
+        metrics = getattr(trainer, "_metrics", None)
+        if metrics is not None:
+            for k, v in self.last_stats.items():
+                if k.startswith("wordle/"):
+                    metrics["train"][k].append(v)
+        return {"prompt_ids": [x["prompt_ids"] for x in games],
+                "completion_ids": [x["completion_ids"][:k] for x, k in zip(games, first)],
+                "env_mask": [[1] * k for k in first], "logprobs": None,
+                "episode_return": returns, "won": [x["won"] for x in games], "turns": [x["turns"] for x in games]}
