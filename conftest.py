@@ -40,8 +40,11 @@ def micro(tmp_path_factory):
 def trained_micro(tmp_path_factory, words):
     """A micro model after a few SFT steps (it writes guesses sometimes, so groups have reward spread), its SFT
     games and a dozen RL rows."""
-    from wordle_rl.data import RlConfig, SftConfig, generate_rl, generate_sft, make_splits, save_dataset
+    from wordle_rl.data import save_dataset
+    from wordle_rl.rl_rows import RlConfig, generate_rl
     from wordle_rl.sft import WordleSFTConfig, run_sft
+    from wordle_rl.sft_games import SftConfig, generate_sft
+    from wordle_rl.splits import make_splits
 
     root = tmp_path_factory.mktemp("grpo")
     raw = init_model(root / "micro", "micro", seed=1)

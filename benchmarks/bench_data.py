@@ -12,7 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from wordle_rl.data import SftConfig, generate_sft, make_splits, write_jsonl
+from wordle_rl.data import write_jsonl
+from wordle_rl.sft_games import SftConfig, generate_sft
+from wordle_rl.splits import make_splits
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ import json
 import time
 
 from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows
-from wordle_rl.rollout import WordleRollout
 from wordle_rl.models import load_model
+from wordle_rl.rollout import WordleRollout
 
 
 def main() -> None:

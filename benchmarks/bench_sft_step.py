@@ -17,9 +17,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
+from wordle_rl.data import save_dataset
 from wordle_rl.models import init_model
 from wordle_rl.sft import WordleSFTConfig, run_sft
+from wordle_rl.sft_games import SftConfig, generate_sft
+from wordle_rl.splits import make_splits
 
 
 def measure(root: Path, model: Path, data: Path, checkpointing: bool, steps: int, batch: int, threads: int,

@@ -8,18 +8,12 @@ from typer.testing import CliRunner
 
 from wordle_rl.audit import TrainingIndex, audit_games, audit_summary, state_key
 from wordle_rl.cli import app
-from wordle_rl.data import (
-    DataError,
-    RlConfig,
-    SftConfig,
-    check_leakage,
-    generate_rl,
-    generate_sft,
-    make_splits,
-    write_jsonl,
-)
+from wordle_rl.data import DataError, write_jsonl
 from wordle_rl.game import pattern_to_str, score
 from wordle_rl.prompts import PromptStyle, render_conversation
+from wordle_rl.rl_rows import RlConfig, generate_rl
+from wordle_rl.sft_games import SftConfig, generate_sft
+from wordle_rl.splits import check_leakage, make_splits
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,7 @@ def test_rewards_explain_typed_and_transcript(tmp_path):
 
 
 def test_training_flags_parse_into_trl_configs(tmp_path):
-    from wordle_rl.cli import _parse_config
+    from wordle_rl.cli_train import _parse_config
     from wordle_rl.grpo import WordleGRPOConfig
     from wordle_rl.sft import WordleSFTConfig
 

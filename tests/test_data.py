@@ -4,26 +4,13 @@ import re
 
 import pytest
 
-from wordle_rl.data import (
-    DataError,
-    RlConfig,
-    SftConfig,
-    Splits,
-    check_leakage,
-    generate_rl,
-    generate_sft,
-    make_splits,
-    parse_depth_mix,
-    parse_refused_kinds,
-    parse_solver_mix,
-    read_jsonl,
-    recall_games,
-    stats,
-    validate_rows,
-    write_jsonl,
-)
+from wordle_rl.data import DataError, read_jsonl, stats, validate_rows, write_jsonl
 from wordle_rl.game import candidate_indices, score, str_to_pattern
 from wordle_rl.prompts import Knowledge, PromptStyle
+from wordle_rl.recall import recall_games
+from wordle_rl.rl_rows import RlConfig, generate_rl, parse_depth_mix
+from wordle_rl.sft_games import SftConfig, generate_sft, parse_refused_kinds, parse_solver_mix
+from wordle_rl.splits import Splits, check_leakage, make_splits
 
 
 @pytest.fixture(scope="module")

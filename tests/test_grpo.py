@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from wordle_rl.data import make_splits
 from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
 from wordle_rl.models import load_model
 from wordle_rl.rollout import WordleRollout
+from wordle_rl.splits import make_splits
 
 
 def test_num_generations_below_two_is_refused():
@@ -206,7 +206,8 @@ def test_sft_loss_config_is_checked():
 
 
 def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(trained_micro):
-    from wordle_rl.sft import SftBatches, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset
+    from wordle_rl.sft import WordleSFTConfig, WordleSFTTrainer
+    from wordle_rl.soft_targets import SftBatches, load_sft_dataset
 
     root, model_path = trained_micro
     model, tok = load_model(str(model_path))
@@ -227,7 +228,7 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(traine
 
 def test_sft_batches_refuse_games_on_held_out_answers(trained_micro, tmp_path, words):
     from wordle_rl.data import DataError, read_jsonl, write_jsonl
-    from wordle_rl.sft import SftBatches
+    from wordle_rl.soft_targets import SftBatches
 
     root, model_path = trained_micro
     rows = read_jsonl(root / "sft" / "sft.jsonl")
@@ -255,7 +256,7 @@ def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
 
 
 def test_sft_batches_need_a_template_that_marks_assistant_turns(trained_micro):
-    from wordle_rl.sft import SftBatches
+    from wordle_rl.soft_targets import SftBatches
 
     root, model_path = trained_micro
     tok = load_model(str(model_path))[1]

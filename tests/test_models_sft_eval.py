@@ -7,11 +7,13 @@ import torch
 from typer.testing import CliRunner
 
 from wordle_rl.cli import app
-from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
+from wordle_rl.data import save_dataset
 from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, SolverPolicy, metrics, run_eval, wilson
 from wordle_rl.models import build_tokenizer, load_model
 from wordle_rl.prompts import PromptStyle
+from wordle_rl.sft_games import SftConfig, generate_sft
 from wordle_rl.solvers import EntropySolver
+from wordle_rl.splits import make_splits
 
 NT = PromptStyle("xml", think=False)
 

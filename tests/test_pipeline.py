@@ -6,7 +6,8 @@ import re
 import pytest
 from rich.console import Console
 
-from wordle_rl.pipeline import STAGES, ConfigError, load_config, run_pipeline
+from wordle_rl.config import ConfigError, load_config
+from wordle_rl.pipeline import STAGES, run_pipeline
 
 
 def test_presets_and_config_errors(tmp_path):
@@ -100,7 +101,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert row.startswith(f"| {stage} | {done} of {max_steps} |"), row
         assert ("max_steps" in row) == (done == max_steps)
     val = [json.loads(x) for x in (out / "grpo" / "val_eval.jsonl").read_text().splitlines()]
-    assert [v["step"] for v in val] == [2] and f"| 2 | {100 * val[0]['val_win_rate']:.1f} % |" in text
+    assert [v["step"] for v in val] == [0, 2] and f"| 2 | {100 * val[1]['val_win_rate']:.1f} % |" in text
+    assert (out / "plots" / "grpo_val_curve.png").is_file() and "won only by SFT" in text
     # a rerun skips every finished stage; a different config in the same folder is refused
     before = {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()}
     run_pipeline(load_config("quick"), out, console)
@@ -120,8 +122,9 @@ def test_quick_pipeline_end_to_end(tmp_path):
 
 
 def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
-    from wordle_rl.data import Splits, read_jsonl
+    from wordle_rl.data import read_jsonl
     from wordle_rl.pipeline import Runner
+    from wordle_rl.splits import Splits
     from wordle_rl.words import load_word_lists
 
     cfg = load_config("quick")

@@ -120,3 +120,33 @@ def test_idle_sessions_expire(server):
 def test_dead_endpoint_is_a_clear_error():
     with pytest.raises(ConnectionError, match="cannot reach the wordle-rl server"):
         RemoteEnv("http://127.0.0.1:9", timeout=2)
+
+
+def _lose(env) -> str:
+    """Play a game to its end on refused moves (they reveal nothing) and return the secret it then discloses."""
+    for _ in range(6):
+        s = env.step("<guess>zzzzz</guess>")
+        if s.done:
+            return s.info["answer"]
+    raise AssertionError("the game did not end")
+
+
+def test_blind_server_secrets_are_not_predictable_from_what_a_client_sends():
+    """An agent under evaluation tries what it could to learn the secret before it plays: choose a seed, choose the
+    answer, replay a reset it already saw. The blind server refuses the first two and draws every secret itself."""
+    from wordle_rl.words import load_word_lists
+
+    answers = load_word_lists().answers
+    with ServerThread(ServerConfig(port=0, allow_answer=False)) as srv:
+        with RemoteEnv(srv.url) as env:
+            for data in ({"seed": 7}, {"answer": "crane"}, {"history": [["crane", None]]}):
+                with pytest.raises(EnvServerError, match="blind|does not let clients choose"):
+                    env.reset(**data)
+        seen = []
+        for _ in range(12):
+            with RemoteEnv(srv.url) as env:
+                env.reset()
+                seen.append(_lose(env))
+    assert all(a in answers for a in seen)
+    # the same plain reset gives different secrets (12 equal draws from 2,315 words: odds below 1e-36)
+    assert len(set(seen)) > 1

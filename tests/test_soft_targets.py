@@ -6,10 +6,13 @@ from collections import Counter
 
 import pytest
 
-from wordle_rl.data import DataError, SftConfig, generate_sft, make_splits, save_dataset, write_jsonl
+from wordle_rl.data import DataError, save_dataset, write_jsonl
 from wordle_rl.game import pattern_to_str, score
 from wordle_rl.models import load_model
-from wordle_rl.sft import LETTERS, SoftTargets, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset, run_sft
+from wordle_rl.sft import WordleSFTConfig, WordleSFTTrainer, run_sft
+from wordle_rl.sft_games import SftConfig, generate_sft
+from wordle_rl.soft_targets import LETTERS, SoftTargets, load_sft_dataset
+from wordle_rl.splits import make_splits
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +105,7 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from wordle_rl.sft import SoftTargetCollator
+    from wordle_rl.soft_targets import SoftTargetCollator
 
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -138,7 +141,8 @@ def test_pattern_distributions_match_brute_force(words):
 def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_path):
     """Exercises join the games in the data, pass the data checks (no target), and their soft targets sit on the
     answered word's letters with the distribution over every answer word that fits the pattern."""
-    from wordle_rl.data import check_leakage, stats, validate_rows
+    from wordle_rl.data import stats, validate_rows
+    from wordle_rl.splits import check_leakage
 
     splits = make_splits(words, seed=0)
     rows = generate_sft(splits, SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5), words)

@@ -5,12 +5,15 @@ import json
 import pytest
 import torch
 
-from wordle_rl.data import SftConfig, generate_sft, make_splits, save_dataset
+from wordle_rl.data import save_dataset
 from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, _prefixes, run_eval
 from wordle_rl.game import score, str_to_pattern
 from wordle_rl.models import build_tokenizer, init_model, load_model
 from wordle_rl.prompts import PromptStyle
-from wordle_rl.sft import SoftTargets, WordleSFTConfig, WordleSFTTrainer, load_sft_dataset, run_sft
+from wordle_rl.sft import WordleSFTConfig, WordleSFTTrainer, run_sft
+from wordle_rl.sft_games import SftConfig, generate_sft
+from wordle_rl.soft_targets import SoftTargets, load_sft_dataset
+from wordle_rl.splits import make_splits
 
 NT = PromptStyle("xml", think=False)
 

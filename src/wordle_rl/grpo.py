@@ -116,9 +116,9 @@ class WordleGRPOConfig(GRPOConfig):
             raise ValueError("sft_coef_final needs sft_coef > 0 and must be >= 0")
         if getattr(self, "use_vllm", False):
             _configure_vllm(self)
-        from wordle_rl.sft import _resolve_defaults
+        from wordle_rl.sft import resolve_defaults
 
-        _resolve_defaults(self)
+        resolve_defaults(self)
         super().__post_init__()
 
 
@@ -157,7 +157,8 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
 
     Targets outside the answer list (``wordle-rl data rl --wide-share``) are accepted: they are no split's answer.
     """
-    from wordle_rl.data import RL_TARGET_SPLITS, DataError, Splits, check_leakage, read_jsonl, validate_rows
+    from wordle_rl.data import DataError, read_jsonl, validate_rows
+    from wordle_rl.splits import RL_TARGET_SPLITS, Splits, check_leakage
 
     p = Path(path)
     f = p / "rl.jsonl" if p.is_dir() else p
@@ -180,7 +181,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         self._sft_draw = (-1, 0)  # (global step, micro-batches drawn in it)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        from wordle_rl.sft import soft_target_losses
+        from wordle_rl.soft_targets import soft_target_losses
 
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if self.sft_batches is None or not model.training:
@@ -239,8 +240,8 @@ class ValEvalCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.trainer is None or not self.cfg.eval_val_every or state.global_step % self.cfg.eval_val_every:
             return control
-        from wordle_rl.data import Splits
         from wordle_rl.evaluate import EvalConfig, ModelPolicy, run_eval
+        from wordle_rl.splits import Splits
         from wordle_rl.words import load_word_lists
 
         words = load_word_lists()
@@ -268,7 +269,8 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     from datasets import Dataset
 
     from wordle_rl.models import check_prompt_style, load_model, write_prompt_record
-    from wordle_rl.sft import SftBatches, TimeBudget, _jsonable, train_and_save
+    from wordle_rl.sft import TimeBudget, jsonable, train_and_save
+    from wordle_rl.soft_targets import SftBatches
 
     torch.set_num_threads(cfg.threads)
     style = PromptStyle(cfg.style, think=cfg.think)
@@ -290,7 +292,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
         cfg.reward_weights = RewardWeights.from_any(cfg.reward_preset).as_list()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "wordle_rl_grpo_config.json").write_text(json.dumps(_jsonable(asdict(cfg)), indent=1, sort_keys=True))
+    (out / "wordle_rl_grpo_config.json").write_text(json.dumps(jsonable(asdict(cfg)), indent=1, sort_keys=True))
     write_prompt_record(out, style)
     callbacks: list = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     cur = None

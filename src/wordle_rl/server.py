@@ -1,7 +1,8 @@
 """The environment served over the network through OpenEnv: ``wordle-rl serve --host 127.0.0.1 --port 8000``.
 
 Protocol (OpenEnv): a WebSocket at ``/ws`` holds one game per connection. Messages are JSON:
-``{"type": "reset", "data": {"seed": 1}}`` (optionally ``answer``/``history`` when the server allows it),
+``{"type": "reset", "data": {"seed": 1}}`` (optionally ``answer``/``history`` when the server allows it; a blind
+server, ``--blind``, takes none of the three and draws each secret from the operating system's randomness),
 ``{"type": "step", "data": {"message": "<guess>crane</guess>"}}``, ``{"type": "state"}``, ``{"type": "close"}``.
 Replies: ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}`` or
 ``{"type": "error", "data": {"message": ..., "code": ...}}``. ``GET /health`` answers ``{"status": "healthy"}``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +63,8 @@ class ServerConfig:
     idle_timeout_s: float = field(default=300.0, metadata={"help": "A session idle this long is closed."})
     max_message_bytes: int = field(default=65536, metadata={"help": "Larger messages get an error reply."})
     allow_answer: bool = field(default=True, metadata={
-        "help": "Let clients choose the answer/history at reset (training); off for blind evaluation."})
+        "help": "Let clients choose the answer, history or seed at reset (training); off (blind evaluation): the "
+                "server draws every secret from the operating system's randomness."})
     env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "Rules, prompt style, rewards."})
 
 
@@ -74,6 +77,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         super().__init__()
         self.game = WordleEnv(config, ctx=ctx)
         self.allow_answer = allow_answer
+        self._secrets = secrets.SystemRandom()  # blind mode: the operating system's randomness, not a client seed
         self.episode_id: str | None = None
         self.step_count = 0
         self.started = False
@@ -84,8 +88,13 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             raise ValueError(f"unknown reset field(s): {sorted(kwargs)}")
         if (answer is not None or history) and not self.allow_answer:
             raise ValueError("this server does not let clients choose the answer or history")
+        if seed is not None and not self.allow_answer:
+            raise ValueError("this server is blind: it draws each secret itself, so a reset takes no seed (a seed "
+                             "would make the answer a public function of what the client sends)")
         if history is not None and not isinstance(history, list):
             raise ValueError("history must be a list of [guess, pattern-or-null] pairs")
+        if not self.allow_answer:
+            answer = self.game.answers[self._secrets.randrange(len(self.game.answers))]
         obs = self.game.reset(seed=seed, answer=answer, history=[(h[0], h[1]) for h in history or []])
         self.episode_id, self.step_count, self.started = episode_id, 0, True
         return WordleObservation(messages=obs.messages, state=obs.state, done=obs.done, reward=None)

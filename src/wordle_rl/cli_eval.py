@@ -1,0 +1,310 @@
+"""``wordle-rl eval``, ``compare``, ``plot``, ``watch`` and ``rewards explain``.
+
+    wordle-rl eval --model runs/sft --split val --train-data data/sft --out runs/sft/eval-val
+    wordle-rl compare runs/sft/eval-val runs/grpo/eval-val --paired
+    wordle-rl watch --model runs/sft --answer crane
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from wordle_rl.cli_common import SplitsOpt, StyleOpt, ThinkOpt, console, err_console, fail, tiles
+from wordle_rl.cli_common import data_call as _data_call
+from wordle_rl.prompts import DEFAULT_STYLE
+from wordle_rl.words import load_word_lists
+
+app = typer.Typer()
+rewards_app = typer.Typer(no_args_is_help=True, help="Inspect reward functions.")
+
+
+def _read_transcript(path: Path) -> list[dict]:
+    from wordle_rl.data import read_jsonl
+
+    games = []
+    for row in _data_call(read_jsonl, path):
+        turns = row.get("completions") or row.get("turns") or row.get("guesses")
+        if not isinstance(row.get("answer"), str) or not isinstance(turns, list):
+            raise fail(f"{path}:{row['_line']}: expected {{\"answer\": str, \"completions\": [str, ...]}}")
+        games.append({"answer": row["answer"], "turns": [str(t) for t in turns]})
+    return games
+
+
+@rewards_app.command("explain")
+def rewards_explain(
+    answer: Annotated[str | None, typer.Option(help="The answer of a game typed on the command line.")] = None,
+    guesses: Annotated[str | None, typer.Option(help="Comma-separated guesses or raw completions.")] = None,
+    transcript: Annotated[Path | None, typer.Option(help="JSONL: {answer, completions} per game.")] = None,
+    style: StyleOpt = DEFAULT_STYLE,
+    think: ThinkOpt = False,
+    hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
+    preset: Annotated[str, typer.Option(help="Reward weights preset.")] = "default",
+    invalid_policy: Annotated[str, typer.Option(help="lose_turn | retry_once")] = "lose_turn",
+    max_turns: Annotated[int, typer.Option(help="Guesses allowed.")] = 6,
+) -> None:
+    """Replay games and print every turn's reward components, to debug rewards before training.
+
+    A plain word in --guesses is wrapped in the style's answer format; anything else is played verbatim.
+    """
+    from wordle_rl.env import EnvConfig, WordleEnv
+    from wordle_rl.prompts import PromptStyle, format_answer
+    from wordle_rl.rewards import COMPONENTS
+
+    if transcript is not None:
+        games = _read_transcript(transcript)
+    elif answer and guesses:
+        games = [{"answer": answer, "turns": [g.strip() for g in guesses.split(",") if g.strip()]}]
+    else:
+        raise fail("give --transcript FILE, or --answer WORD with --guesses 'g1,g2,...'")
+    try:
+        st = PromptStyle(style, think=think, max_turns=max_turns)
+        env = WordleEnv(EnvConfig(style=st, hard=hard, reward_weights=preset, invalid_policy=invalid_policy,
+                                  max_turns=max_turns))
+    except ValueError as e:
+        raise fail(str(e)) from e
+    for game in games:
+        try:
+            env.reset(answer=game["answer"])
+        except ValueError as e:
+            raise fail(str(e)) from e
+        rows: dict[str, list[str]] = {k: [] for k in ("completion", "guess", "feedback", "error", *COMPONENTS,
+                                                         "reward")}
+        info: dict = {}
+        for text in game["turns"]:
+            if env.done:
+                console.print("[yellow]game over; remaining turns ignored[/]")
+                break
+            played = format_answer(st, text.lower()) if text.isalpha() else text
+            res = env.step(played)
+            info = res.info
+            rows["completion"].append(played if len(played) <= 24 else played[:21] + "...")
+            rows["guess"].append(info["guess"] or "-")
+            rows["feedback"].append(info["pattern"] or "-")
+            rows["error"].append(info["error"] or "")
+            for c in COMPONENTS:
+                rows[c].append(f"{info['components'][c]:.3f}")
+            rows["reward"].append(f"{res.reward:.3f}")
+        table = Table(title=f"answer {game['answer'].upper()}  (style {style}, preset {preset})")
+        table.add_column("turn")
+        for i in range(len(rows["guess"])):
+            table.add_column(str(i + 1), justify="right")
+        for name, vals in rows.items():
+            table.add_row(name, *vals)
+        console.print(table)
+        if "episode_reward" in info:
+            ep = info["episode_components"]
+            console.print(f"{'won' if info['won'] else 'lost'} in {info['turns']} turns; episode reward "
+                          f"{info['episode_reward']:.3f}, the weighted sum of the last turn's win and the per-turn "
+                          "means: " + ", ".join(f"{c} {ep[c]:.3f}" for c in COMPONENTS))
+
+
+
+@app.command("eval")
+def eval_cmd(
+    model: Annotated[str | None, typer.Option(help="Local model path or hub id.")] = None,
+    solver: Annotated[str | None, typer.Option(
+        help="Evaluate a solver instead: random | entropy | search | candidate.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")] = None,
+    endpoint_model: Annotated[str | None, typer.Option(help="Model name at --base-url.")] = None,
+    split: Annotated[str, typer.Option(help="train | rl | val | test.")] = "test",
+    splits: SplitsOpt = Path("data/splits.json"),
+    decode: Annotated[str, typer.Option(help="free | allowed | consistent (local models).")] = "free",
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed (sampling, train sample).")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Games per generate call.")] = 128,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 64,
+    limit: Annotated[int | None, typer.Option(help="Only the first N answers.")] = None,
+    train_sample: Annotated[bool, typer.Option(help="Also play as many train answers.")] = True,
+    style: StyleOpt = DEFAULT_STYLE,
+    think: ThinkOpt = False,
+    threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+    out: Annotated[Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")] = None,
+    train_data: Annotated[list[Path] | None, typer.Option(
+        help="The model's training data (SFT and RL data folders or JSONL files; repeat the option): audit which "
+             "evaluated moves replay an imitated state.")] = None,
+) -> None:
+    """Play every answer of a split with a model, solver or endpoint; report honest metrics."""
+    from wordle_rl.evaluate import EndpointPolicy, EvalConfig, ModelPolicy, SolverPolicy, run_eval
+    from wordle_rl.prompts import PromptStyle
+    from wordle_rl.splits import Splits
+
+    if sum(x is not None for x in (model, solver, base_url)) != 1:
+        raise fail("give exactly one of --model, --solver or --base-url")
+    try:
+        cfg = EvalConfig(split=split, splits=str(splits), decode=decode, temperature=temperature, seed=seed,
+                         batch_size=batch_size, max_new_tokens=max_new_tokens, train_sample=train_sample,
+                         limit=limit, style=style, think=think, threads=threads)
+        st = PromptStyle(style, think=think)
+        if model is not None:
+            from wordle_rl.models import check_prompt_style
+
+            check_prompt_style(model, st)
+    except ValueError as e:
+        raise fail(str(e)) from e
+    sp = _data_call(Splits.load, splits)
+    answers = _data_call(sp.answers, split)
+    if not answers:
+        raise fail(f"the {split} split of {splits} is empty")
+    answers = answers[:limit] if limit else answers
+    wl = load_word_lists()
+    meta: dict = {}
+    index = None
+    if train_data:
+        from wordle_rl.audit import TrainingIndex
+
+        index = _data_call(TrainingIndex.from_paths, train_data, wl)
+    if model is not None:
+        from wordle_rl.models import load_model
+
+        try:
+            m, tok = load_model(model, device=device, threads=threads)
+        except (FileNotFoundError, RuntimeError) as e:
+            raise fail(str(e)) from e
+        m.eval()
+        policy = ModelPolicy(m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model)
+        meta["model"] = model
+    elif solver is not None:
+        from wordle_rl.solvers import make_solver
+
+        try:
+            policy = SolverPolicy(make_solver(solver, wl, seed=seed), st)
+        except ValueError as e:
+            raise fail(str(e)) from e
+        cfg.decode = "free"
+    else:
+        from wordle_rl.evaluate import EndpointPolicy
+        from wordle_rl.teacher import TeacherConfig
+
+        if not endpoint_model:
+            raise fail("--base-url needs --endpoint-model")
+        policy = EndpointPolicy(TeacherConfig(base_url=base_url, model=endpoint_model, style=style, think=think))
+    total = len(answers) * (2 if train_sample else 1)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(f"eval {policy.name}", total=total)
+        res = run_eval(policy, list(answers), cfg, out, wl, sp.train, meta, progress=lambda: bar.advance(task),
+                       index=index)
+    _print_results([res])
+    if out:
+        console.print(f"wrote {out}/results.json, games.jsonl, report.md")
+
+
+def _print_results(results: list[dict], names: list[str] | None = None) -> None:
+    from wordle_rl.evaluate import AUDIT_COLUMNS, SUMMARY_COLUMNS, audit_cells, summary_cells
+
+    names = names or [str(i + 1) for i in range(len(results))]
+    table = Table(title="evaluation")
+    for col in ("run", "policy", "decode", "split", *SUMMARY_COLUMNS):
+        table.add_column(col)
+    for name, r in zip(names, results):
+        table.add_row(name, r["policy"], r["decode"], r["split"], *summary_cells(r))
+    console.print(table)
+    audited = [(name, r) for name, r in zip(names, results) if "audit" in r]
+    if audited:
+        table = Table(title="training-overlap audit (endgame: the first state where the answer is the only fit)")
+        for col in ("run", "answers imitated as guesses", *AUDIT_COLUMNS):
+            table.add_column(col)
+        for name, r in audited:
+            table.add_row(name, f"{r['audit']['answers_imitated_as_guess']} of {r['metrics']['games']}",
+                          *audit_cells(r))
+        console.print(table)
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (or results.json files).")],
+    paired: Annotated[bool, typer.Option(help="Two run folders on the same answers: games won by only one (exact "
+                                              "McNemar p) and guesses per game (Wilcoxon p), second against first."
+                                         )] = False,
+) -> None:
+    """Side-by-side table of evaluation runs."""
+    results, names = [], []
+    for r in runs:
+        f = r / "results.json" if r.is_dir() else r
+        if not f.is_file():
+            raise fail(f"{f}: no results.json")
+        results.append(json.loads(f.read_text()))
+        names.append(str(r))
+    splits_seen = {r["split"] for r in results}
+    if len(splits_seen) > 1:
+        console.print(f"[yellow]warning: runs are on different splits {sorted(splits_seen)}[/]")
+    _print_results(results, names)
+    if paired:
+        from wordle_rl.paired import paired_comparison, read_games
+
+        if len(runs) != 2 or not all(r.is_dir() for r in runs):
+            raise fail("--paired compares exactly two run folders (each with games.jsonl)")
+        try:
+            r = paired_comparison(read_games(runs[0]), read_games(runs[1]))
+        except (FileNotFoundError, ValueError) as e:
+            raise fail(str(e)) from e
+        table = Table(title=f"paired: {runs[1]} against {runs[0]} on {r['games']} answers")
+        for col in ("won only by first", "won only by second", "McNemar p", "mean guesses (loss = 7)",
+                    "difference", "Wilcoxon p"):
+            table.add_column(col)
+        table.add_row(str(r["only_a"]), str(r["only_b"]), f"{r['mcnemar_p']:.3g}",
+                      f"{r['mean_guesses_a']:.3f} -> {r['mean_guesses_b']:.3f}", f"{r['mean_guesses_diff']:+.3f}",
+                      f"{r['wilcoxon_p']:.3g}")
+        console.print(table)
+
+
+@app.command()
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders with results.json (models and solvers).")],
+    out: Annotated[Path, typer.Option(help="Folder for the PNG files.")] = Path("plots"),
+) -> None:
+    """Guess histograms side by side and error rates by turn, as PNGs."""
+    from wordle_rl.plots import plot_eval_runs
+
+    results = []
+    for r in runs:
+        f = r / "results.json" if r.is_dir() else r
+        if not f.is_file():
+            raise fail(f"{f}: no results.json")
+        results.append((r.name if r.is_dir() else r.parent.name, json.loads(f.read_text())))
+    for path in plot_eval_runs(results, out):
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def watch(
+    model: Annotated[str, typer.Option(help="Local model path or hub id.")],
+    answer: Annotated[str, typer.Option(help="The secret word.")],
+    decode: Annotated[str, typer.Option(help="free | allowed | consistent.")] = "free",
+    style: StyleOpt = DEFAULT_STYLE,
+    think: ThinkOpt = False,
+) -> None:
+    """Watch a model play one game, with coloured tiles and its raw replies."""
+    from wordle_rl.env import EnvConfig, WordleEnv
+    from wordle_rl.evaluate import ModelPolicy
+    from wordle_rl.models import check_prompt_style, load_model
+    from wordle_rl.prompts import PromptStyle
+
+    wl = load_word_lists()
+    if not wl.is_allowed(answer.lower()):
+        raise fail(f"{answer!r} is not in the word list")
+    try:
+        st = PromptStyle(style, think=think)
+        check_prompt_style(model, st)
+        m, tok = load_model(model)
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
+        raise fail(str(e)) from e
+    policy = ModelPolicy(m.eval(), tok, st, wl, decode=decode)
+    env = WordleEnv(EnvConfig(style=st))
+    env.reset(answer=answer.lower())
+    while not env.done:
+        text = policy.act([env])[0]
+        res = env.step(text)
+        if res.info["guess"]:
+            console.print(tiles(res.info["guess"], env.played[-1][1]), f"  [dim]{escape(text)}[/]")
+        else:
+            console.print(f"[red]{res.info['error']}[/]: [dim]{escape(text)}[/]")
+    console.print(f"{'won' if env.won else 'lost'} in {env.turns_used}; the word was {answer.upper()}")

@@ -1,0 +1,262 @@
+"""The main job's configuration: sections of typed settings, presets, and TOML/YAML files that override them.
+
+    wordle-rl pipeline --config quick              # a preset: cpu-default, quick, gpu-qwen3
+    wordle-rl pipeline --config my.toml            # a file; `preset = "quick"` inside starts from that preset
+
+Every key is checked (unknown keys, wrong types and impossible values are refused with the key and the reason),
+and the resolved config is saved with every run.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+
+from wordle_rl.prompts import DEFAULT_STYLE, STYLES
+
+__all__ = ["PipelineConfig", "DataSection", "ModelSection", "TrainSection", "EvalSection", "PRESETS", "ConfigError",
+           "load_config"]
+
+
+@dataclass
+class DataSection:
+    split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
+    rl_share: float = field(default=0.0, metadata={
+        "help": "Share of the train answers held back from the SFT games as the rl split, the RL rows' only "
+                "targets: GRPO then plays words the SFT model was never taught as answers, as val and test are "
+                "(0: RL rows on train answers)."})
+    sft_games: int = field(default=140000, metadata={"help": "Solver games for SFT."})
+    sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
+        "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
+    sft_balance_share: float = field(default=0.0, metadata={
+        "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
+    sft_wide_share: float = field(default=0.0, metadata={
+        "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
+    sft_wide_answers_first: bool = field(default=False, metadata={
+        "help": "Wide SFT games guess fitting answer words while any fits (SftConfig.wide_answers_first)."})
+    sft_refused_share: float = field(default=0.15, metadata={
+        "help": "Share of SFT games showing one refused move and the environment's reply (SftConfig.refused_share)."})
+    sft_refused_kinds: str = field(default="misspelt:1", metadata={
+        "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
+                "(SftConfig.refused_kinds)."})
+    sft_recall_share: float = field(default=0.2, metadata={
+        "help": "Share of SFT games that are recall games: on an outside word next to an answer word, cut where that "
+                "answer word is the only fit and the solver writes it (SftConfig.recall_share)."})
+    protocol: str = field(default="open", metadata={
+        "help": "What SFT games may end on: open or strict (SftConfig.protocol)."})
+    rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
+    sft_lexicon_share: float = field(default=0.0, metadata={
+        "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
+    rl_wide_share: float = field(default=0.0, metadata={
+        "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
+    depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
+    style: str = field(default=DEFAULT_STYLE, metadata={
+        "help": f"Prompt style: {' | '.join(STYLES)}."})
+    think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/tiles/plain)."})
+
+
+@dataclass
+class ModelSection:
+    name: str = field(default="init:mini", metadata={
+        "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."})
+    lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (hub models)."})
+    word_tokens: str = field(default="none", metadata={
+        "help": "init: models only: 'answers' gives the tokenizer one token per answer-list word "
+                "(models.WORD_TOKENS)."})
+
+
+@dataclass
+class TrainSection:
+    enabled: bool = field(default=True, metadata={"help": "Run this stage."})
+    max_steps: int = field(default=750, metadata={"help": "Optimizer steps."})
+    batch_size: int = field(default=32, metadata={"help": "Conversations (SFT) or games (GRPO) per step."})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
+    time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop after this long."})
+    schedule_follows_budget: bool = field(default=False, metadata={
+        "help": "SFT: the cosine schedule also advances with the time spent, so it ends at the budget "
+                "(WordleSFTConfig.lr_schedule_follows_budget)."})
+    num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
+    temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
+    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
+    eval_val_every: int = field(default=0, metadata={
+        "help": "GRPO: greedy win rate on a seeded sample of 100 val answers every N steps."})
+    soft_target_weight: float = field(default=0.0, metadata={
+        "help": "SFT: weight of the soft letter targets (WordleSFTConfig.soft_target_weight; 0 for BPE tokenizers)."})
+    sft_coef: float = field(default=0.0, metadata={
+        "help": "GRPO: weight of the SFT loss on this run's SFT games added to every step (WordleGRPOConfig.sft_coef, "
+                "PPO-ptx; the soft targets follow sft.soft_target_weight; 0 = off)."})
+    sft_coef_final: float | None = field(default=None, metadata={
+        "help": "GRPO: SFT loss weight at the last step, reached linearly from sft_coef (None: constant)."})
+    rollout: str = field(default="game", metadata={
+        "help": "GRPO: game (whole sampled games) or branch (sampled moves at one state of the greedy game)."})
+    use_vllm: bool = field(default=False, metadata={
+        "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
+
+
+@dataclass
+class EvalSection:
+    splits: list[str] = field(default_factory=lambda: ["test", "val"], metadata={
+        "help": "Splits whose answers every policy plays, each in eval/<split>/ (val for choices, test for figures)."})
+    limit: int | None = field(default=None, metadata={"help": "Only the first N answers of each split (None: all)."})
+    decodes: list[str] = field(default_factory=lambda: ["free", "consistent"], metadata={"help": "Decoding modes."})
+    solvers: list[str] = field(default_factory=lambda: ["random", "entropy", "search"], metadata={
+        "help": "Solver baselines."})
+    batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
+
+
+@dataclass
+class PipelineConfig:
+    name: str = field(default="cpu-default", metadata={"help": "Preset or run name."})
+    seed: int = field(default=0, metadata={"help": "Global seed."})
+    threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+    data: DataSection = field(default_factory=DataSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    # 8,000 steps of 32 games (1.8 epochs of 140,000 games) about fill the 30-minute budget on an idle 2-core
+    # machine; the cosine follows the budget, so a slower machine still ends at the learning-rate floor. Why each
+    # value: docs/results.md.
+    sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=8000, batch_size=32,
+                                                                   learning_rate=1e-3, save_steps=400,
+                                                                   time_budget_minutes=30, soft_target_weight=1.0,
+                                                                   schedule_follows_budget=True))
+    # GRPO keeps the SFT loss in every step (sft_coef 1.0, PPO-ptx), which stops it from losing held-out wins.
+    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,
+                                                                    temperature=0.7, save_steps=25,
+                                                                    time_budget_minutes=40, eval_val_every=50,
+                                                                    sft_coef=1.0))
+    eval: EvalSection = field(default_factory=EvalSection)
+
+
+PRESETS: dict[str, dict] = {
+    "cpu-default": {},
+    "quick": {"name": "quick", "threads": 2,
+              "data": {"sft_games": 600, "rl_rows": 64},
+              "model": {"name": "init:micro"},
+              "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15,
+                      "time_budget_minutes": 5},
+              "grpo": {"max_steps": 2, "batch_size": 8, "num_generations": 4, "learning_rate": 1e-3,
+                       "save_steps": 2, "time_budget_minutes": 5, "eval_val_every": 2},
+              "eval": {"limit": 12, "solvers": ["random", "entropy"], "batch_size": 32}},
+    "gpu-qwen3": {"name": "gpu-qwen3",
+                  "data": {"sft_games": 20000, "rl_rows": 4000, "think": False, "style": "xml"},
+                  "model": {"name": "Qwen/Qwen3-1.7B", "lora": True},
+                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None,
+                          "soft_target_weight": 0.0},  # Qwen's BPE spells words in chunks, not letters
+                  "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5,
+                           "time_budget_minutes": None, "use_vllm": True,
+                           "sft_coef": 0.0},  # Qwen's chat template marks no assistant turns for the SFT loss
+                  "eval": {"batch_size": 64}},
+}
+
+
+class ConfigError(ValueError):
+    """A pipeline config file or value is wrong; the message says which key and why."""
+
+
+def _merge(dc, values: dict, where: str):
+    known = {f.name: f for f in fields(dc)}
+    for k, v in values.items():
+        if k not in known:
+            raise ConfigError(f"{where}: unknown key {k!r}; known keys: {sorted(known)}")
+        cur = getattr(dc, k)
+        if is_dataclass(cur):
+            if not isinstance(v, dict):
+                raise ConfigError(f"{where}.{k}: expected a table of settings, got {v!r}")
+            _merge(cur, v, f"{where}.{k}")
+            continue
+        if v is None:
+            if "None" not in str(known[k].type):
+                raise ConfigError(f"{where}.{k}: cannot be empty")
+            setattr(dc, k, None)
+            continue
+        expected = type(cur) if cur is not None else None
+        if expected is bool and not isinstance(v, bool):
+            raise ConfigError(f"{where}.{k}: expected true/false, got {v!r}")
+        if expected in (int, float) and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{where}.{k}: expected a number, got {v!r}")
+        if expected is int and isinstance(v, float) and not v.is_integer():
+            raise ConfigError(f"{where}.{k}: expected an integer, got {v!r}")
+        if expected is str and not isinstance(v, str):
+            raise ConfigError(f"{where}.{k}: expected a string, got {v!r}")
+        if expected is list and not isinstance(v, list):
+            raise ConfigError(f"{where}.{k}: expected a list, got {v!r}")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
+            raise ConfigError(f"{where}.{k}: must be >= 0, got {v!r}")
+        setattr(dc, k, int(v) if expected is int else v)
+
+
+def load_config(spec: str | None) -> PipelineConfig:
+    """A preset name, or a TOML/YAML file (optionally ``preset = "quick"`` inside, overridden by the file)."""
+    cfg = PipelineConfig()
+    spec = spec or "cpu-default"
+    if spec in PRESETS:
+        _merge(cfg, PRESETS[spec], f"preset {spec}")
+        cfg.name = spec
+        return _validate(cfg)
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor an existing config file")
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            values = yaml.safe_load(text) or {}
+        else:
+            values = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot parse ({e})") from e
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a table of settings")
+    base = values.pop("preset", None)
+    if base is not None:
+        if base not in PRESETS:
+            raise ConfigError(f"{path}: unknown preset {base!r}; choose one of {sorted(PRESETS)}")
+        _merge(cfg, PRESETS[base], f"preset {base}")
+    _merge(cfg, values, str(path))
+    if "name" not in values:
+        cfg.name = path.stem
+    return _validate(cfg)
+
+
+def _validate(cfg: PipelineConfig) -> PipelineConfig:
+    from wordle_rl.data import DataError
+    from wordle_rl.evaluate import DECODE_MODES
+    from wordle_rl.models import WORD_TOKENS
+    from wordle_rl.rl_rows import parse_depth_mix
+    from wordle_rl.sft_games import parse_refused_kinds, parse_solver_mix
+    from wordle_rl.solvers import SOLVERS
+    from wordle_rl.splits import PROTOCOLS
+
+    if cfg.data.style not in STYLES:
+        raise ConfigError(f"data.style: {cfg.data.style!r} is not one of {STYLES}")
+    for key, parse in (("sft_solvers", parse_solver_mix), ("sft_refused_kinds", parse_refused_kinds),
+                       ("depth_mix", parse_depth_mix)):
+        try:
+            parse(getattr(cfg.data, key))
+        except DataError as e:
+            raise ConfigError(f"data.{key}: {e}") from e
+    if not 0 <= cfg.data.rl_share < 1:
+        raise ConfigError(f"data.rl_share: at least 0 and below 1, got {cfg.data.rl_share}")
+    if cfg.model.word_tokens not in WORD_TOKENS:
+        raise ConfigError(f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}")
+    if cfg.data.protocol not in PROTOCOLS:
+        raise ConfigError(f"data.protocol: {cfg.data.protocol!r} is not one of {PROTOCOLS}")
+    bad = [s for s in cfg.eval.splits if s not in ("train", "rl", "val", "test")]
+    if bad or not cfg.eval.splits:
+        raise ConfigError(f"eval.splits: {bad or 'none'} not a list of train, rl, val, test")
+    bad = [d for d in cfg.eval.decodes if d not in DECODE_MODES]
+    if bad:
+        raise ConfigError(f"eval.decodes: {bad} not in {DECODE_MODES}")
+    bad = [s for s in cfg.eval.solvers if s not in SOLVERS]
+    if bad:
+        raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
+    if cfg.grpo.rollout not in ("game", "branch"):
+        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game or branch")
+    if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
+        raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
+    if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:
+        raise ConfigError("grpo.batch_size must be a multiple of grpo.num_generations")
+    if cfg.threads < 1:
+        raise ConfigError("threads: at least 1")
+    return cfg
