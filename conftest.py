@@ -50,7 +50,7 @@ def trained_micro(tmp_path_factory, words):
     raw = init_model(root / "micro", "micro", seed=1)
     splits = make_splits(words, seed=0)
     sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
-                                              solver_mix={"entropy": 1.0}), words)
+                                              solver_mix={"entropy": 1.0}, recall_share=0.0), words)
     save_dataset(sft_rows, root / "sft", "sft")
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,

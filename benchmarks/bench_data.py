@@ -23,7 +23,7 @@ def main() -> None:
     args = ap.parse_args()
     splits = make_splits(seed=0)
     t = time.perf_counter()
-    rows = generate_sft(splits, SftConfig(games=args.games, seed=0))
+    rows = generate_sft(splits, SftConfig(games=args.games, seed=0, think=True, recall_share=0.0))
     gen = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()

@@ -51,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = init_model(root / "model", args.preset, seed=0)
-        rows = generate_sft(make_splits(seed=0), SftConfig(games=args.games, think=False))
+        rows = generate_sft(make_splits(seed=0), SftConfig(games=args.games, think=False, recall_share=0.0))
         data = save_dataset(rows, root / "data", "sft").parent
         settings = [(True, 0.0), (False, 0.0)] + ([(False, args.soft)] if args.soft > 0 else [])
         for checkpointing, soft in settings:

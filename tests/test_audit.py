@@ -126,7 +126,7 @@ def test_strict_protocol_never_ends_a_game_on_a_held_out_word(splits, words):
     ordinary = [(a, b) for a, b in zip(open_rows, strict) if not a.get("recall")]
     assert all(a == b for a, b in ordinary if a["won"] or a["history"][-1][0] not in held)
     with pytest.raises(DataError, match="protocol must be one of open, strict"):
-        generate_sft(splits, SftConfig(games=1, protocol="tight"), words)
+        generate_sft(splits, SftConfig(games=1, protocol="tight", think=True, recall_share=0.0), words)
 
 
 def test_eval_cli_audits_against_training_data(splits, words, tmp_path):

@@ -21,7 +21,7 @@ def splits(words):
 @pytest.fixture(scope="module")
 def sft_rows(splits, words):
     mix = {"entropy": 0.6, "search": 0.2, "candidate": 0.1, "random": 0.1}
-    return generate_sft(splits, SftConfig(games=150, seed=3, solver_mix=mix), words)
+    return generate_sft(splits, SftConfig(games=150, seed=3, solver_mix=mix, think=True, recall_share=0.0), words)
 
 
 def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
@@ -45,7 +45,7 @@ def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
     held.save(tmp_path / "s.json")
     assert Splits.load(tmp_path / "s.json", words) == held
     assert splits.rl == [] and {held.split_of(w) for w in held.rl} == {"rl"}
-    sft = generate_sft(held, SftConfig(games=300, seed=1, think=False), words)
+    sft = generate_sft(held, SftConfig(games=300, seed=1, think=False, recall_share=0.0), words)
     assert not {r["answer"] for r in sft} & set(held.rl)
     rl = generate_rl(held, RlConfig(rows=40, split="rl", think=False), words)
     assert {r["split"] for r in rl} == {"rl"} and {r["answer"] for r in rl} <= set(held.rl)
@@ -53,9 +53,9 @@ def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
     with pytest.raises(DataError, match="LEAKAGE: 40 row.*outside the train split"):
         check_leakage(rl, held)  # an SFT check: an rl word is no SFT target
     with pytest.raises(DataError, match="split 'rl' is empty.*--rl-share"):
-        generate_rl(splits, RlConfig(rows=4, split="rl"), words)
+        generate_rl(splits, RlConfig(rows=4, split="rl", think=True), words)
     with pytest.raises(DataError, match="unknown split 'dev'"):
-        generate_rl(splits, RlConfig(rows=4, split="dev"), words)
+        generate_rl(splits, RlConfig(rows=4, split="dev", think=True), words)
     with pytest.raises(DataError, match="rl_share"):
         make_splits(words, rl_share=1.0)
 
@@ -134,22 +134,22 @@ def test_sft_variety_and_shape(sft_rows):
 
 
 def test_same_seed_same_bytes(splits, words, tmp_path):
-    a = generate_sft(splits, SftConfig(games=40, seed=9), words)
-    b = generate_sft(splits, SftConfig(games=40, seed=9), words)
-    c = generate_sft(splits, SftConfig(games=40, seed=10), words)
+    a = generate_sft(splits, SftConfig(games=40, seed=9, think=True, recall_share=0.0), words)
+    b = generate_sft(splits, SftConfig(games=40, seed=9, think=True, recall_share=0.0), words)
+    c = generate_sft(splits, SftConfig(games=40, seed=10, think=True, recall_share=0.0), words)
     write_jsonl(a, tmp_path / "a.jsonl")
     write_jsonl(b, tmp_path / "b.jsonl")
     write_jsonl(c, tmp_path / "c.jsonl")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.jsonl").read_bytes() != (tmp_path / "c.jsonl").read_bytes()
-    r1 = generate_rl(splits, RlConfig(rows=50, seed=2), words)
-    r2 = generate_rl(splits, RlConfig(rows=50, seed=2), words)
+    r1 = generate_rl(splits, RlConfig(rows=50, seed=2, think=True), words)
+    r2 = generate_rl(splits, RlConfig(rows=50, seed=2, think=True), words)
     assert json.dumps(r1) == json.dumps(r2)
 
 
 def test_rl_rows(splits, words):
     rows = generate_rl(splits, RlConfig(rows=300, seed=1, depth_mix={0: 0.2, 2: 0.5, 4: 0.3},
-                                        random_move_share=0.3), words)
+                                        random_move_share=0.3, think=True), words)
     assert all(r["split"] == "train" and splits.split_of(r["answer"]) == "train" for r in rows)
     depths = stats(rows)["history_depth"]
     assert set(depths) <= {0, 1, 2, 3, 4} and depths.get(2, 0) > 50
@@ -158,13 +158,13 @@ def test_rl_rows(splits, words):
         assert all(score(g, r["answer"]) == p for g, p in hist)
         assert all(g != r["answer"] for g, _ in hist)  # never already solved
         assert len(r["prompt"]) == 2 + 2 * len(hist) and r["prompt"][-1]["role"] == "user"
-    val = generate_rl(splits, RlConfig(rows=20, split="val"), words)
+    val = generate_rl(splits, RlConfig(rows=20, split="val", think=True), words)
     assert all(splits.split_of(r["answer"]) == "val" for r in val)
     with pytest.raises(DataError, match="depth mix"):
         parse_depth_mix("0:1,9:1")
     assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
     with pytest.raises(DataError, match="depths must be 0-4"):  # the config's dict is checked the same way
-        generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}), words)
+        generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}, think=True), words)
 
 
 def test_solver_mix_is_parsed_and_checked(splits, words):
@@ -174,7 +174,7 @@ def test_solver_mix_is_parsed_and_checked(splits, words):
         with pytest.raises(DataError, match=why):
             parse_solver_mix(bad)
     with pytest.raises(DataError, match="unknown solver"):
-        generate_sft(splits, SftConfig(games=5, solver_mix={"oracle": 1.0}), words)
+        generate_sft(splits, SftConfig(games=5, solver_mix={"oracle": 1.0}, think=True, recall_share=0.0), words)
 
 
 def test_bad_files_name_file_line_and_reason(tmp_path, words):
@@ -236,7 +236,8 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
     """A blend is a non-word spliced from two answer words that fit the feedback before it (or, where one word
     fits, from a word at most two letters away); a repeat is an earlier guess; both follow the first feedback."""
     rows = generate_sft(splits, SftConfig(games=300, seed=5, think=False, refused_share=1.0,
-                                          refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1")), words)
+                                          refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1"),
+                                          recall_share=0.0), words)
     refused = _replay(rows, words, think=False)
     kinds = {row["refused_kind"] for row, _ in refused}
     assert kinds == {"blend", "misspelt", "repeat"}
@@ -258,7 +259,7 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
     with pytest.raises(DataError, match="unknown refused-move"):
         parse_refused_kinds("typo:1")
     with pytest.raises(DataError, match="refused_share"):
-        generate_sft(splits, SftConfig(games=5, refused_share=1.5), words)
+        generate_sft(splits, SftConfig(games=5, refused_share=1.5, think=True, recall_share=0.0), words)
 
 
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
@@ -270,7 +271,7 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
         return counts
 
     cfg = dict(games=300, seed=1, think=False, solver_mix={"candidate": 1.0}, random_first_share=0.0,
-               random_second_share=0.0, refused_share=0.0)
+               random_second_share=0.0, refused_share=0.0, recall_share=0.0)
     plain = generate_sft(splits, SftConfig(**cfg), words)
     balanced = generate_sft(splits, SftConfig(**cfg, balance_share=1.0), words)
     assert check_leakage(balanced, splits) == len(balanced)
@@ -286,11 +287,11 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
     assert len(bal_counts) > 1.3 * len(plain_counts)  # more different words written
     assert max(bal_counts.values()) < max(plain_counts.values())
     with pytest.raises(DataError, match="balance_share"):
-        generate_sft(splits, SftConfig(games=2, balance_share=1.5), words)
+        generate_sft(splits, SftConfig(games=2, balance_share=1.5, think=True, recall_share=0.0), words)
 
 
 def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):
-    rows = generate_sft(splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5), words)
+    rows = generate_sft(splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5, recall_share=0.0), words)
     wide = [r for r in rows if r["solver"] == "wide"]
     assert 20 < len(wide) < 60
     for r in rows:
@@ -317,14 +318,14 @@ def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits
     with pytest.raises(DataError, match="test split"):
         check_leakage(leaked, splits, allow_outside=True)
     with pytest.raises(DataError, match="wide_share"):
-        generate_sft(splits, SftConfig(games=2, wide_share=-0.1), words)
+        generate_sft(splits, SftConfig(games=2, wide_share=-0.1, think=True, recall_share=0.0), words)
 
 
 def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(splits, words):
     """With ``wide_answers_first`` a game on an outside word imitates fitting answer words as long as one fits, so
     the hard labels agree with the soft letter targets; then the solver over every allowed word finishes it."""
     rows = generate_sft(splits, SftConfig(games=120, seed=2, think=False, wide_share=0.5, wide_answers_first=True,
-                                          random_first_share=0.0, random_second_share=0.0), words)
+                                          random_first_share=0.0, random_second_share=0.0, recall_share=0.0), words)
     wide = [r for r in rows if r["solver"] == "wide"]
     assert len(wide) > 30
     answer_guesses = outside_guesses = 0
@@ -366,7 +367,7 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
         check_leakage(rows, splits)
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
     with pytest.raises(DataError, match="recall_share"):
-        generate_sft(splits, SftConfig(games=2, recall_share=1.5), words)
+        generate_sft(splits, SftConfig(games=2, recall_share=1.5, think=True), words)
     with pytest.raises(DataError, match=r"within 1 turns in 2 tries"):  # one turn can never reach W: no endless loop
         recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
 
@@ -401,4 +402,4 @@ def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, w
         assert all(math.isfinite(v) for v in step.info["components"].values())
     assert step.done and env.won and step.info["components"]["win"] > 0
     with pytest.raises(DataError, match="wide_share"):
-        generate_rl(splits, RlConfig(rows=2, wide_share=1.5), words)
+        generate_rl(splits, RlConfig(rows=2, wide_share=1.5, think=True), words)

@@ -21,8 +21,8 @@ NT = PromptStyle("xml", think=False)
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, solver_mix={"entropy": 1.0}),
-                        words)
+    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, solver_mix={"entropy": 1.0},
+                                          recall_share=0.0), words)
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, splits, rows

@@ -139,3 +139,24 @@ def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
     sft = {r["answer"] for r in rows if r["split"] != "outside"}
     rl = read_jsonl(out / "data" / "rl" / "rl.jsonl")
     assert sft <= set(sp.train) and {r["answer"] for r in rl} <= set(sp.rl) and {r["split"] for r in rl} == {"rl"}
+
+
+def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
+    """`wordle-rl data split/sft/rl` with only a size given write byte for byte what the main job's data stage
+    writes at that size: each default is declared once, in SftConfig / RlConfig, and both read it."""
+    from typer.testing import CliRunner
+
+    from wordle_rl.cli import app
+    from wordle_rl.pipeline import Runner
+
+    cfg = load_config("cpu-default")
+    cfg.data.sft_games, cfg.data.rl_rows = 300, 40
+    Runner(cfg, tmp_path / "run", Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
+    d = tmp_path / "cli"
+    for args in (["data", "split", "--out", str(d / "splits.json")],
+                 ["data", "sft", "--games", "300", "--splits", str(d / "splits.json"), "--out", str(d / "sft")],
+                 ["data", "rl", "--rows", "40", "--splits", str(d / "splits.json"), "--out", str(d / "rl")]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+    for name in ("splits.json", "sft/sft.jsonl", "rl/rl.jsonl"):
+        assert (d / name).read_bytes() == (tmp_path / "run" / "data" / name).read_bytes(), name

@@ -18,7 +18,7 @@ from wordle_rl.splits import make_splits
 @pytest.fixture(scope="module")
 def soft_data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=96, seed=1, style="xml", think=False), words)
+    rows = generate_sft(splits, SftConfig(games=96, seed=1, style="xml", think=False, recall_share=0.0), words)
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, rows
@@ -145,7 +145,8 @@ def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_pa
     from wordle_rl.splits import check_leakage
 
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5), words)
+    rows = generate_sft(splits, SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5,
+                                          recall_share=0.0), words)
     exercises = [r for r in rows if r.get("lexicon") is not None]
     assert len(rows) == 60 and len(exercises) == 20
     for r in exercises:
@@ -161,7 +162,7 @@ def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_pa
     with pytest.raises(DataError, match="does not fit its pattern"):
         validate_rows([bad], "rows", words)
     with pytest.raises(DataError, match="lexicon_share"):
-        generate_sft(splits, SftConfig(games=4, lexicon_share=-0.1), words)
+        generate_sft(splits, SftConfig(games=4, lexicon_share=-0.1, think=True, recall_share=0.0), words)
 
     data = tmp_path / "sft"
     save_dataset(rows, data, "sft")

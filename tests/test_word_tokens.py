@@ -26,7 +26,7 @@ def word_micro(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=64, seed=2, think=False), words)
+    rows = generate_sft(splits, SftConfig(games=64, seed=2, think=False, recall_share=0.0), words)
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, splits
@@ -110,7 +110,8 @@ def test_guess_constraint_with_word_tokens_allows_whole_words():
 
 
 def test_word_pattern_exercises_target_every_fitting_answer_word(word_micro, words, tmp_path):
-    rows = generate_sft(make_splits(words, seed=0), SftConfig(games=4, seed=3, think=False, lexicon_share=4), words)
+    rows = generate_sft(make_splits(words, seed=0), SftConfig(games=4, seed=3, think=False, lexicon_share=4,
+                                                              recall_share=0.0), words)
     exercises = [r["lexicon"] for r in rows if r.get("lexicon") is not None]
     assert len(exercises) == 16
     save_dataset(rows, tmp_path / "sft", "sft")

@@ -18,8 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from wordle_rl.cli_common import SplitsOpt, StyleOpt, ThinkOpt, console, err_console, fail
 from wordle_rl.cli_common import data_call as _data_call
+from wordle_rl.data import mix_text
 from wordle_rl.prompts import DEFAULT_STYLE
+from wordle_rl.rl_rows import RlConfig
+from wordle_rl.sft_games import SftConfig
 from wordle_rl.words import load_word_lists
+
+_SFT, _RL = SftConfig(), RlConfig()  # every option's default is the config's: the main job's data
+_SOLVER_MIX, _REFUSED_KINDS = mix_text(_SFT.solver_mix), mix_text(_SFT.refused_kinds)
+_DEPTH_MIX = mix_text(_RL.depth_mix)
 
 app = typer.Typer(no_args_is_help=True, help="Generate and check training data.")
 
@@ -48,31 +55,36 @@ def data_split(
 @app.command("sft")
 def data_sft(
     splits: SplitsOpt = Path("data/splits.json"),
-    games: Annotated[int, typer.Option(help="Number of solver games.")] = 20000,
+    games: Annotated[int, typer.Option(help="Number of solver games.")] = _SFT.games,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     style: StyleOpt = DEFAULT_STYLE,
-    think: ThinkOpt = True,
+    think: ThinkOpt = _SFT.think,
     solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
-                                         )] = "candidate:0.8,random:0.2",
+                                         )] = _SOLVER_MIX,
     balance_share: Annotated[float, typer.Option(help="Share of games that write the least-written remaining "
-                                                      "answer words (evens out word exposure).")] = 0.0,
+                                                      "answer words (evens out word exposure).")] =
+    _SFT.balance_share,
     wide_share: Annotated[float, typer.Option(help="Share of games whose target is an allowed word outside the "
                                                    "answer list (never a val/test answer), every allowed word a "
-                                                   "possible answer.")] = 0.0,
+                                                   "possible answer.")] = _SFT.wide_share,
     wide_answers_first: Annotated[bool, typer.Option(help="Wide games guess fitting answer words (the solver mix) "
-                                                          "while any fits; then every allowed word.")] = False,
+                                                          "while any fits; then every allowed word.")] =
+    _SFT.wide_answers_first,
     refused_share: Annotated[float, typer.Option(help="Share of games showing one refused move and the reply."
-                                                      )] = 0.15,
+                                                      )] = _SFT.refused_share,
     refused_kinds: Annotated[str, typer.Option(help="Refused moves shown, kind:weight of misspelt, blend (a "
-                                                    "non-word spliced from fitting words), repeat.")] = "misspelt:1",
+                                                    "non-word spliced from fitting words), repeat.")] =
+    _REFUSED_KINDS,
     recall_share: Annotated[float, typer.Option(help="Share of games that are recall games: on an allowed word "
                                                      "outside the answer list next to an answer word, cut where the "
-                                                     "solver writes that word as the only fit.")] = 0.0,
+                                                     "solver writes that word as the only fit.")] =
+    _SFT.recall_share,
     lexicon_share: Annotated[float, typer.Option(help="Word-pattern exercises added, as a share of the games: any "
                                                       "answer word with 2-4 letters in place (no game, no target)."
-                                                 )] = 0.0,
+                                                 )] = _SFT.lexicon_share,
     protocol: Annotated[str, typer.Option(help="open: recall games recall every answer word; strict: only train "
-                                               "answers, and no game ends on a val or test word.")] = "open",
+                                               "answers, and no game ends on a val or test word.")] =
+    _SFT.protocol,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words outside the answer
@@ -102,17 +114,18 @@ def data_sft(
 @app.command("rl")
 def data_rl(
     splits: SplitsOpt = Path("data/splits.json"),
-    rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = 4000,
+    rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = _RL.rows,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     split: Annotated[str, typer.Option(help="Split whose answers are targets: train, or rl (held back from SFT).")] =
     "train",
     depth_mix: Annotated[str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")] =
-    "0:0.4,1:0.3,2:0.2,3:0.1",
-    random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] = 0.0,
+    _DEPTH_MIX,
+    random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] =
+    _RL.random_move_share,
     wide_share: Annotated[float, typer.Option(help="Share of rows whose target is an allowed word outside the "
-                                                   "answer list (never a val/test answer).")] = 0.0,
+                                                   "answer list (never a val/test answer).")] = _RL.wide_share,
     style: StyleOpt = DEFAULT_STYLE,
-    think: ThinkOpt = True,
+    think: ThinkOpt = _RL.think,
     out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
 ) -> None:
     """RL prompt rows {answer, history, prompt} with a configurable history-depth mix."""

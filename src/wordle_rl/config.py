@@ -13,7 +13,10 @@ import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
-from wordle_rl.prompts import DEFAULT_STYLE, STYLES
+from wordle_rl.data import field_default, mix_text
+from wordle_rl.prompts import STYLES
+from wordle_rl.rl_rows import RlConfig
+from wordle_rl.sft_games import SftConfig
 
 __all__ = ["PipelineConfig", "DataSection", "ModelSection", "TrainSection", "EvalSection", "PRESETS", "ConfigError",
            "load_config"]
@@ -21,39 +24,41 @@ __all__ = ["PipelineConfig", "DataSection", "ModelSection", "TrainSection", "Eva
 
 @dataclass
 class DataSection:
+    """The data stage; every default is the one of :class:`SftConfig` or :class:`RlConfig`."""
+
     split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
     rl_share: float = field(default=0.0, metadata={
         "help": "Share of the train answers held back from the SFT games as the rl split, the RL rows' only "
-                "targets: GRPO then plays words the SFT model was never taught as answers, as val and test are "
-                "(0: RL rows on train answers)."})
-    sft_games: int = field(default=140000, metadata={"help": "Solver games for SFT."})
-    sft_solvers: str = field(default="candidate:0.8,random:0.2", metadata={
+                "targets (0: RL rows on train answers)."})
+    sft_games: int = field(default=field_default(SftConfig, "games"), metadata={"help": "Solver games for SFT."})
+    sft_solvers: str = field(default=mix_text(field_default(SftConfig, "solver_mix")), metadata={
         "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
-    sft_balance_share: float = field(default=0.0, metadata={
+    sft_balance_share: float = field(default=field_default(SftConfig, "balance_share"), metadata={
         "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
-    sft_wide_share: float = field(default=0.0, metadata={
+    sft_wide_share: float = field(default=field_default(SftConfig, "wide_share"), metadata={
         "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
-    sft_wide_answers_first: bool = field(default=False, metadata={
+    sft_wide_answers_first: bool = field(default=field_default(SftConfig, "wide_answers_first"), metadata={
         "help": "Wide SFT games guess fitting answer words while any fits (SftConfig.wide_answers_first)."})
-    sft_refused_share: float = field(default=0.15, metadata={
+    sft_refused_share: float = field(default=field_default(SftConfig, "refused_share"), metadata={
         "help": "Share of SFT games showing one refused move and the environment's reply (SftConfig.refused_share)."})
-    sft_refused_kinds: str = field(default="misspelt:1", metadata={
+    sft_refused_kinds: str = field(default=mix_text(field_default(SftConfig, "refused_kinds")), metadata={
         "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
                 "(SftConfig.refused_kinds)."})
-    sft_recall_share: float = field(default=0.2, metadata={
-        "help": "Share of SFT games that are recall games: on an outside word next to an answer word, cut where that "
-                "answer word is the only fit and the solver writes it (SftConfig.recall_share)."})
-    protocol: str = field(default="open", metadata={
+    sft_recall_share: float = field(default=field_default(SftConfig, "recall_share"), metadata={
+        "help": "Share of SFT games that are recall games (SftConfig.recall_share)."})
+    protocol: str = field(default=field_default(SftConfig, "protocol"), metadata={
         "help": "What SFT games may end on: open or strict (SftConfig.protocol)."})
-    rl_rows: int = field(default=4000, metadata={"help": "RL prompt rows."})
-    sft_lexicon_share: float = field(default=0.0, metadata={
+    rl_rows: int = field(default=field_default(RlConfig, "rows"), metadata={"help": "RL prompt rows."})
+    sft_lexicon_share: float = field(default=field_default(SftConfig, "lexicon_share"), metadata={
         "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
-    rl_wide_share: float = field(default=0.0, metadata={
+    rl_wide_share: float = field(default=field_default(RlConfig, "wide_share"), metadata={
         "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
-    depth_mix: str = field(default="0:0.4,1:0.3,2:0.2,3:0.1", metadata={"help": "RL history-depth mix."})
-    style: str = field(default=DEFAULT_STYLE, metadata={
+    depth_mix: str = field(default=mix_text(field_default(RlConfig, "depth_mix")), metadata={
+        "help": "RL history-depth mix."})
+    style: str = field(default=field_default(SftConfig, "style"), metadata={
         "help": f"Prompt style: {' | '.join(STYLES)}."})
-    think: bool = field(default=False, metadata={"help": "Rationales in <think> (xml/tiles/plain)."})
+    think: bool = field(default=field_default(SftConfig, "think"), metadata={
+        "help": "Rationales in <think> (xml/tiles/plain)."})
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from wordle_rl.splits import Splits
 
 __all__ = ["DataError", "is_exercise", "write_jsonl", "read_jsonl", "validate_rows", "stats", "save_dataset",
-           "parse_pairs", "check_weights", "check_named_mix", "check_share"]
+           "parse_pairs", "check_weights", "check_named_mix", "check_share", "field_default", "mix_text"]
 
 
 class DataError(ValueError):
@@ -184,3 +185,19 @@ def save_dataset(rows: list[dict], out_dir: str | Path, name: str) -> Path:
     keys = list(dict.fromkeys(k for r in rows for k in r if not k.startswith("_")))  # games and exercises alike
     Dataset.from_list([{k: r.get(k) for k in keys} for r in rows]).save_to_disk(str(out_dir / "hf"))
     return out_dir / f"{name}.jsonl"
+
+
+def field_default(cls, name: str):
+    """The default of field ``name`` of dataclass ``cls``: the one place each default is declared.
+
+    >>> from wordle_rl.sft_games import SftConfig
+    >>> field_default(SftConfig, "games"), mix_text(field_default(SftConfig, "solver_mix"))
+    (140000, 'candidate:0.8,random:0.2')
+    """
+    f = {f.name: f for f in fields(cls)}[name]
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def mix_text(mix: dict) -> str:
+    """A ``{name: weight}`` mix as the ``name:weight,...`` text that configs and flags take."""
+    return ",".join(f"{k}:{w:g}" for k, w in mix.items())

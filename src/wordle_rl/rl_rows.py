@@ -41,7 +41,7 @@ class RlConfig:
                 "answer; histories from the candidate solver over every allowed word): games on words the model "
                 "was never taught as answers, like the held-out ones."})
     style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style for the rendered prompt."})
-    think: bool = field(default=True, metadata={"help": "Style expects <think>."})
+    think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
 

@@ -38,11 +38,11 @@ __all__ = ["SftConfig", "REFUSED_KINDS", "generate_sft", "check_solver_mix", "pa
 class SftConfig:
     """How solver games for SFT are generated."""
 
-    games: int = field(default=20000, metadata={"help": "Number of games."})
+    games: int = field(default=140000, metadata={"help": "Number of games."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
     style: str = field(default=DEFAULT_STYLE, metadata={
         "help": f"Prompt style: {' | '.join(STYLES)}."})
-    think: bool = field(default=True, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."})
+    think: bool = field(default=False, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."})
     solver_mix: dict[str, float] = field(default_factory=lambda: {"candidate": 0.8, "random": 0.2}, metadata={
         "help": "Share of games played by each solver (entropy, search, candidate, random); weights are normalised."})
     n_openers: int = field(default=12, metadata={"help": "Strong openers (top by entropy) to vary the start."})
@@ -72,7 +72,7 @@ class SftConfig:
                 "the feedback, and only then by the solver over every allowed word: imitated guesses then agree "
                 "with the soft letter targets (fitting answer words), and the states are new ones, where the "
                 "fitting answers may all be held-out words (never a target)."})
-    recall_share: float = field(default=0.0, metadata={
+    recall_share: float = field(default=0.2, metadata={
         "help": "Share of the games that are recall games instead: a game on an allowed word outside the answer "
                 "list (never a val or test answer) one or two letters away from an answer word W, played by the "
                 "candidate solver and cut right after it writes W where W is the only answer word that fits. Every "
