@@ -102,7 +102,7 @@ def test_data_sft_word_pattern_exercises_and_check(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
     r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "20", "--no-think",
-                            "--lexicon-share", "0.5", "--out", str(out)])
+                            "--recall-share", "0", "--lexicon-share", "0.5", "--out", str(out)])
     assert r.exit_code == 0 and "20 games + 10 word-pattern exercises" in r.output, r.output
     r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
     assert r.exit_code == 0 and "30 rows (10 word-pattern exercises, no target)" in r.output, r.output

@@ -33,7 +33,7 @@ def paired_comparison(games_a: list[dict], games_b: list[dict], max_turns: int =
     >>> b = [{"answer": w, "won": True, "turns": 3} for w in ("crane", "nymph", "abbey")]
     >>> r = paired_comparison(a, b)
     >>> (r["only_a"], r["only_b"], r["mcnemar_p"], round(r["mean_guesses_diff"], 3))
-    (0, 1, 1.0, -1.667)
+    (0, 1, 1.0, -2.0)
     """
     from scipy.stats import binomtest, wilcoxon
 
