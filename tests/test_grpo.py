@@ -203,6 +203,8 @@ def test_sft_loss_config_is_checked():
         WordleGRPOConfig(output_dir="unused", sft_data="data/sft", sft_coef=-1.0)
     with pytest.raises(ValueError, match="sft_coef_final needs sft_coef > 0"):
         WordleGRPOConfig(output_dir="unused", sft_coef_final=0.5)
+    with pytest.raises(ValueError, match="else nothing trains"):
+        WordleGRPOConfig(output_dir="unused", rl_coef=0.0)
 
 
 def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(trained_micro):

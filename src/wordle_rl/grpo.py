@@ -82,6 +82,8 @@ class WordleGRPOConfig(GRPOConfig):
     sft_coef: float = field(default=0.0, metadata={"help": "Weight of the SFT loss (0: off; > 0 needs sft_data)."})
     sft_coef_final: float | None = field(default=None, metadata={
         "help": "Weight of the SFT loss at max_steps, reached linearly from sft_coef (None: sft_coef throughout)."})
+    rl_coef: float = field(default=1.0, metadata={
+        "help": "Weight of the GRPO loss (1; 0 trains the SFT loss alone on the same steps, an ablation)."})
     rollout: str = field(default="game", metadata={
         "help": "game: whole sampled games, one advantage per game; branch: groups of sampled moves at one state of "
                 "the policy's own greedy game, each finished greedily, one advantage per decision."})
@@ -110,6 +112,9 @@ class WordleGRPOConfig(GRPOConfig):
         if self.rollout == "branch" and (self.curriculum or getattr(self, "use_vllm", False)):
             raise ValueError("rollout='branch' scores the strict game return with the trained model itself: it takes "
                              "no reward curriculum and no vLLM")
+        if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
+            raise ValueError(f"rl_coef must be >= 0, and with rl_coef 0 sft_coef must be > 0 (else nothing trains), "
+                             f"got {self.rl_coef} and {self.sft_coef}")
         if not 0 <= self.return_shaping < 1:
             raise ValueError(f"return_shaping must be in [0, 1), got {self.return_shaping}")
         if self.sft_coef_final is not None and (self.sft_coef_final < 0 or self.sft_coef == 0):
@@ -183,7 +188,7 @@ class WordleGRPOTrainer(GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from wordle_rl.soft_targets import soft_target_losses
 
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = self.args.rl_coef * super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if self.sft_batches is None or not model.training:
             return loss
         step, drawn = self._sft_draw
