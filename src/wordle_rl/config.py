@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
+from importlib import resources
 from pathlib import Path
+
+import yaml
 
 from wordle_rl.data import field_default, mix_text
 from wordle_rl.prompts import STYLES
@@ -19,7 +22,7 @@ from wordle_rl.rl_rows import RlConfig
 from wordle_rl.sft_games import SftConfig
 
 __all__ = ["PipelineConfig", "DataSection", "ModelSection", "TrainSection", "EvalSection", "PRESETS", "ConfigError",
-           "load_config"]
+           "load_config", "preset_values"]
 
 
 @dataclass
@@ -132,26 +135,15 @@ class PipelineConfig:
     eval: EvalSection = field(default_factory=EvalSection)
 
 
-PRESETS: dict[str, dict] = {
-    "cpu-default": {},
-    "quick": {"name": "quick", "threads": 2,
-              "data": {"sft_games": 600, "rl_rows": 64},
-              "model": {"name": "init:micro"},
-              "sft": {"max_steps": 30, "batch_size": 16, "learning_rate": 1e-2, "save_steps": 15,
-                      "time_budget_minutes": 5},
-              "grpo": {"max_steps": 2, "batch_size": 8, "num_generations": 4, "learning_rate": 1e-3,
-                       "save_steps": 2, "time_budget_minutes": 5, "eval_val_every": 2},
-              "eval": {"limit": 12, "solvers": ["random", "entropy"], "batch_size": 32}},
-    "gpu-qwen3": {"name": "gpu-qwen3",
-                  "data": {"sft_games": 20000, "rl_rows": 4000, "think": False, "style": "xml"},
-                  "model": {"name": "Qwen/Qwen3-1.7B", "lora": True},
-                  "sft": {"max_steps": 1000, "batch_size": 16, "learning_rate": 1e-4, "time_budget_minutes": None,
-                          "soft_target_weight": 0.0},  # Qwen's BPE spells words in chunks, not letters
-                  "grpo": {"max_steps": 500, "batch_size": 64, "num_generations": 8, "learning_rate": 1e-5,
-                           "time_budget_minutes": None, "use_vllm": True,
-                           "sft_coef": 0.0},  # Qwen's chat template marks no assistant turns for the SFT loss
-                  "eval": {"batch_size": 64}},
-}
+PRESETS = ("cpu-default", "quick", "gpu-qwen3")  # files configs/<name>.yaml inside the package
+
+
+def preset_values(name: str) -> dict:
+    """The settings of a preset, read from the package's ``configs/<name>.yaml``."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    text = resources.files("wordle_rl").joinpath("configs", f"{name}.yaml").read_text()
+    return yaml.safe_load(text) or {}
 
 
 class ConfigError(ValueError):
@@ -195,7 +187,7 @@ def load_config(spec: str | None) -> PipelineConfig:
     cfg = PipelineConfig()
     spec = spec or "cpu-default"
     if spec in PRESETS:
-        _merge(cfg, PRESETS[spec], f"preset {spec}")
+        _merge(cfg, preset_values(spec), f"preset {spec}")
         cfg.name = spec
         return _validate(cfg)
     path = Path(spec)
@@ -203,13 +195,8 @@ def load_config(spec: str | None) -> PipelineConfig:
         raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor an existing config file")
     text = path.read_text()
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            values = yaml.safe_load(text) or {}
-        else:
-            values = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as e:
+        values = (yaml.safe_load(text) or {}) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as e:
         raise ConfigError(f"{path}: cannot parse ({e})") from e
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a table of settings")
@@ -217,7 +204,7 @@ def load_config(spec: str | None) -> PipelineConfig:
     if base is not None:
         if base not in PRESETS:
             raise ConfigError(f"{path}: unknown preset {base!r}; choose one of {sorted(PRESETS)}")
-        _merge(cfg, PRESETS[base], f"preset {base}")
+        _merge(cfg, preset_values(base), f"preset {base}")
     _merge(cfg, values, str(path))
     if "name" not in values:
         cfg.name = path.stem
