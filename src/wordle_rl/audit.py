@@ -19,14 +19,13 @@ class with 95 % Wilson intervals and the share of winning moves that replay an i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from wordle_rl.data import DataError
+from wordle_rl.data import DataError, iter_jsonl
 from wordle_rl.game import pattern_to_str, score, score_pairs, str_to_pattern
 from wordle_rl.parser import parse
 from wordle_rl.prompts import detect_style
@@ -88,20 +87,13 @@ class TrainingIndex:
         for path in paths:
             for f in training_files(path):
                 index.sources.append(str(f))
-                with f.open(encoding="utf-8") as fh:
-                    for lineno, line in enumerate(fh, start=1):
-                        if not line.strip():
-                            continue
-                        try:
-                            row = json.loads(line)
-                        except json.JSONDecodeError as e:
-                            raise DataError(f"{f}:{lineno}: not valid JSON ({e.msg})") from e
-                        if "prompt" in row:
-                            index.add_rl_row(row)
-                        elif "messages" in row:
-                            index.add_sft_row(row, words)
-                        else:
-                            raise DataError(f"{f}:{lineno}: neither an SFT row (messages) nor an RL row (prompt)")
+                for row in iter_jsonl(f):
+                    if "prompt" in row:
+                        index.add_rl_row(row)
+                    elif "messages" in row:
+                        index.add_sft_row(row, words)
+                    else:
+                        raise DataError(f"{f}:{row['_line']}: neither an SFT row (messages) nor an RL row (prompt)")
         return index
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +23,9 @@ from wordle_rl.words import WordList, load_word_lists
 if TYPE_CHECKING:
     from wordle_rl.splits import Splits
 
-__all__ = ["DataError", "is_exercise", "write_jsonl", "read_jsonl", "validate_rows", "stats", "save_dataset",
-           "parse_pairs", "check_weights", "check_named_mix", "check_share", "field_default", "mix_text"]
+__all__ = ["DataError", "is_exercise", "write_jsonl", "iter_jsonl", "read_jsonl", "validate_rows", "stats",
+           "save_dataset", "parse_pairs", "check_weights", "check_named_mix", "check_share", "field_default",
+           "mix_text"]
 
 
 class DataError(ValueError):
@@ -73,23 +75,29 @@ def write_jsonl(rows: list[dict], path: str | Path) -> None:
             fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def iter_jsonl(path: str | Path) -> Iterator[dict]:
+    """The rows of a JSONL file one at a time (blank lines skipped), each with its line number as ``_line``; a
+    missing file, a line that is not JSON or not an object is a :class:`DataError` naming file and line."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-        row["_line"] = lineno
-        rows.append(row)
-    return rows
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            row["_line"] = lineno
+            yield row
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Every row of a JSONL file (see :func:`iter_jsonl`)."""
+    return list(iter_jsonl(path))
 
 
 def validate_rows(rows: list[dict], source: str, words: WordList | None = None, allow_outside: bool = False) -> None:
