@@ -150,3 +150,25 @@ def test_blind_server_secrets_are_not_predictable_from_what_a_client_sends():
     assert all(a in answers for a in seen)
     # the same plain reset gives different secrets (12 equal draws from 2,315 words: odds below 1e-36)
     assert len(set(seen)) > 1
+
+
+def test_http_bad_input_is_a_4xx_with_the_reason():
+    """OpenEnv's HTTP endpoints make a fresh environment per request: a step there has no game in play, and the
+    answer says so with a 400 rather than a 500."""
+    import urllib.error
+
+    def post(url, body):
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    with ServerThread(ServerConfig(port=0, allow_answer=False)) as srv:
+        code, body = post(srv.url + "/step", {"action": {"message": "<guess>crane</guess>"}})
+        assert code == 400 and "send a reset first" in body["detail"]
+        code, body = post(srv.url + "/reset", {"seed": 3})
+        assert code == 400 and "blind" in body["detail"]
+        code, body = post(srv.url + "/reset", {})
+        assert code == 200 and "answer" not in json.dumps(body["observation"]["state"])

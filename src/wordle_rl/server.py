@@ -178,7 +178,16 @@ def build_app(config: ServerConfig | None = None, words: WordList | None = None)
 
     app = create_app(factory, WordleAction, WordleObservation, env_name="wordle",
                      max_concurrent_envs=config.max_sessions, state_cls=WordleState)
+    app.add_exception_handler(ValueError, _bad_request)  # the environment's refusals are the client's error
     return GuardMiddleware(app, config.max_message_bytes, config.idle_timeout_s)
+
+
+async def _bad_request(request, exc: ValueError):
+    """HTTP ``/reset`` and ``/step``: bad input (a step with no game, an unknown field, a refused answer) answers
+    400 with the reason instead of a 500."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=400, content={"detail": str(exc)})
 
 
 def serve(config: ServerConfig | None = None) -> None:
