@@ -90,6 +90,19 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
             assert out["env_mask"][i] == [1] * len(out["completion_ids"][i])
             assert out["episode_return"][i] == game_return(out["won"][i], out["turns"][i], 6)
             assert out["won"][i] or out["turns"][i] == 6
+    # endgame states: the first state of the greedy game in which the row's answer is the only fitting answer word
+    cfg.branch_states = "endgame"
+    end = BranchRollout(cfg, rows, tok)
+    out = end([[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)], _trainer(model))
+    assert end._only_fit([["crane", "GXYYG"]], "canoe") and not end._only_fit([["crane", "XXXXX"]], "moist")
+    greedy = end.play(model, [0, 3], sample_turns=0)  # the groups' greedy games, batched as the rollout does
+    for k, r, game in ((0, 0, greedy[0]), (4, 3, greedy[1])):
+        states = decision_states(rows[r], game["moves"])
+        only = [s for s in states if end._only_fit(s, rows[r]["answer"])]
+        if only:  # the group's prompt is that state's conversation
+            prompt = tok.decode(out["prompt_ids"][k])
+            assert all(g.upper() in prompt.upper() for g, _ in only[0])
+            assert prompt.upper().count("<|IM_START|>ASSISTANT") == len(only[0]) + 1
     stats = ro.last_stats
     assert 0 <= stats["wordle/greedy_win_rate"] <= 1 and 1 <= stats["wordle/greedy_mean_guesses"] <= 7
     assert stats["wordle/branch_depth"] >= 0
@@ -121,3 +134,5 @@ def test_grpo_with_branch_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", rollout="branch", curriculum="step")
     with pytest.raises(ValueError, match="rollout must be"):
         WordleGRPOConfig(output_dir="unused", rollout="tree")
+    with pytest.raises(ValueError, match="branch_states must be"):
+        WordleGRPOConfig(output_dir="unused", rollout="branch", branch_states="late")

@@ -6,7 +6,8 @@ Whole-game GRPO gives every token of a game one advantage, and trains sampled ga
 Here each group of ``num_generations`` completions is built at one state:
 
 1. the current policy plays the group's RL row (an answer and a start history) **greedily** to the end;
-2. one decision of that game is drawn at random (before or at its first refused move, so the state is exact);
+2. one decision of that game is drawn at random (before or at its first refused move, so the state is exact;
+   ``branch_states="endgame"``: its first state in which the answer is the only answer word that fits);
 3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each game is then
    finished **greedily** by the current policy;
 4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k turns is worth
@@ -23,7 +24,7 @@ import time
 
 import numpy as np
 
-from wordle_rl.rewards import game_return
+from wordle_rl.rewards import as_history, game_return
 from wordle_rl.rollout import ROW_KEY, WordleRollout
 
 __all__ = ["BranchRollout", "game_return_reward"]
@@ -61,7 +62,14 @@ def decision_states(row: dict, moves: list[tuple[str | None, str | None]]) -> li
 
 class BranchRollout(WordleRollout):
     """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state, sampled moves there,
-    greedy finishes; the completion is the sampled move, the reward its game's strict return."""
+    greedy finishes; the completion is the sampled move, the reward its game's strict return. With
+    ``branch_states="endgame"`` the state is the game's first in which its answer is the only answer word that fits
+    (a drawn one when the game never gets there)."""
+
+    def _only_fit(self, history: list, answer: str) -> bool:
+        """Whether ``answer`` is the only answer word that fits ``history`` (found by re-scoring)."""
+        fits = self.ctx.candidates(as_history(history))
+        return len(fits) == 1 and self.ctx.words.answers[int(fits[0])] == answer
 
     def __call__(self, prompts: list, trainer) -> dict:
         t0 = time.perf_counter()
@@ -72,7 +80,9 @@ class BranchRollout(WordleRollout):
         branch_rows, depths = [], []
         for r, game in zip(group_rows, greedy):
             states = decision_states(self.rows[r], game["moves"])
-            state = states[int(self.rng.integers(len(states)))]
+            ends = [s for s in states if self._only_fit(s, self.rows[r]["answer"])][:1]
+            pool = ends if ends and self.cfg.branch_states == "endgame" else states
+            state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
         games = self.play(model, [], sample_turns=1, rows=branch_rows)

@@ -98,6 +98,8 @@ class TrainSection:
         "help": "GRPO: SFT loss weight at the last step, reached linearly from sft_coef (None: constant)."})
     rollout: str = field(default="game", metadata={
         "help": "GRPO: game (whole sampled games) or branch (sampled moves at one state of the greedy game)."})
+    branch_states: str = field(default="any", metadata={
+        "help": "GRPO branch: any decision of the greedy game, or its first only-fit endgame (WordleGRPOConfig)."})
     use_vllm: bool = field(default=False, metadata={
         "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
 
@@ -245,6 +247,8 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
         raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
     if cfg.grpo.rollout not in ("game", "branch"):
         raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game or branch")
+    if cfg.grpo.branch_states not in ("any", "endgame"):
+        raise ConfigError(f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any or endgame")
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
         raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
     if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:

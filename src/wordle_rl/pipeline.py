@@ -192,7 +192,7 @@ class Runner:
                                splits=str(self.paths["splits"]), eval_val_every=t.eval_val_every,
                                use_vllm=t.use_vllm, vllm_mode="colocate", disable_tqdm=False,
                                sft_data=str(self.paths["sft_data"]) if t.sft_coef > 0 else None, sft_coef=t.sft_coef,
-                               sft_coef_final=t.sft_coef_final, rollout=t.rollout,
+                               sft_coef_final=t.sft_coef_final, rollout=t.rollout, branch_states=t.branch_states,
                                sft_soft_target_weight=self.cfg.sft.soft_target_weight)
         run_grpo(cfg, resume=self._resume(self.paths["grpo"]))
 
