@@ -103,6 +103,16 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
             prompt = tok.decode(out["prompt_ids"][k])
             assert all(g.upper() in prompt.upper() for g, _ in only[0])
             assert prompt.upper().count("<|IM_START|>ASSISTANT") == len(only[0]) + 1
+    # mistake states: the first decision whose greedy move was refused or does not fit the feedback before it
+    fit = [["raise", pattern_to_str(score("raise", "mount"))]]
+    states = [[], fit, fit + [["could", pattern_to_str(score("could", "mount"))]]]
+    assert end._first_mistake(states, [("raise", "x"), ("could", "x"), ("mount", "x")]) is None
+    assert end._first_mistake(states, [("raise", "x"), ("crane", "x"), ("mount", "x")]) == 1  # R in RAISE is gone
+    assert end._first_mistake(states[:2], [("raise", "x"), (None, None)]) == 1  # refused
+    cfg.branch_states = "mistake"
+    mis = BranchRollout(cfg, rows, tok)
+    mis([[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)], _trainer(model))
+    assert 0 <= mis.last_stats["wordle/branch_on_mistake"] <= 1
     stats = ro.last_stats
     assert 0 <= stats["wordle/greedy_win_rate"] <= 1 and 1 <= stats["wordle/greedy_mean_guesses"] <= 7
     assert stats["wordle/branch_depth"] >= 0

@@ -172,3 +172,16 @@ def test_http_bad_input_is_a_4xx_with_the_reason():
         assert code == 400 and "blind" in body["detail"]
         code, body = post(srv.url + "/reset", {})
         assert code == 200 and "answer" not in json.dumps(body["observation"]["state"])
+
+
+def test_metadata_describes_the_game_as_this_server_plays_it(server):
+    with urllib.request.urlopen(server.url + "/metadata", timeout=5) as r:
+        meta = json.loads(r.read())
+    assert meta["name"] == "wordle" and "5-letter" in meta["description"]
+    readme = meta["readme_content"]
+    assert "6 guesses" in readme and "hard mode off" in readme and "Prompt style: xml" in readme
+    assert "random.Random(seed)" in readme  # this server lets clients seed games
+    with ServerThread(ServerConfig(port=0, allow_answer=False, env=EnvConfig(max_turns=5, hard=True))) as blind:
+        with urllib.request.urlopen(blind.url + "/metadata", timeout=5) as r:
+            readme = json.loads(r.read())["readme_content"]
+    assert "5 guesses" in readme and "hard mode on" in readme and "takes no seed" in readme

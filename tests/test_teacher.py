@@ -1,5 +1,5 @@
-"""Teacher traces against a real OpenAI-compatible HTTP server on loopback with scripted replies,
-including one that returns garbage, one that hangs and one that drops the connection."""
+"""Teacher traces through the openai client against a real OpenAI-compatible HTTP server on loopback with scripted
+replies, including ones that return garbage, hang, drop the connection, or answer 500 and 429."""
 
 import json
 import threading
@@ -47,6 +47,9 @@ def _handler(script: Script):
             if mode == "http500":
                 self._send(500, b'{"error": "overloaded"}')
                 return
+            if mode == "http429":
+                self._send(429, b'{"error": "rate limited"}', retry_after="0")
+                return
             # scripted teacher: turn 1 guesses 'slate', turn 2 'qqqqq' (invalid) for 'crane' games, then the answer
             turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
             answer = self.server.answer_for(body)
@@ -54,9 +57,11 @@ def _handler(script: Script):
             text = f"<think>turn {turns}</think><guess>{guess}</guess>"
             self._send(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode())
 
-        def _send(self, code, data):
+        def _send(self, code, data, retry_after=None):
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
+            if retry_after is not None:
+                self.send_header("Retry-After", retry_after)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -93,8 +98,7 @@ def teacher_server():
 
 
 def _cfg(url, **kw):
-    return TeacherConfig(base_url=url, model="scripted", concurrency=2, timeout_s=1.0, retries=2, backoff_s=0.05,
-                         **kw)
+    return TeacherConfig(base_url=url, model="scripted", concurrency=2, timeout_s=1.0, retries=2, **kw)
 
 
 def test_games_appended_and_rerun_skips(teacher_server, tmp_path):
@@ -119,17 +123,31 @@ def test_games_appended_and_rerun_skips(teacher_server, tmp_path):
     assert len(teacher_to_sft(rows, format_clean=False, max_turns=2)) == 2
 
 
-@pytest.mark.parametrize("mode", ["garbage", "hang", "drop", "http500"])
-def test_transient_faults_are_retried(teacher_server, tmp_path, mode):
+@pytest.mark.parametrize("mode", ["hang", "drop", "http500", "http429"])
+def test_transient_faults_are_retried_by_the_client(teacher_server, tmp_path, mode):
     url, script, games = teacher_server
     games["answers"] = ["abide"]
     script.mode, script.failures_left = mode, 2
     counts = play_teacher_games(_cfg(url), ["abide"], tmp_path / "g.jsonl")
     assert counts["played"] == 1 and counts["errors"] == 0
     assert read_jsonl(tmp_path / "g.jsonl")[0]["won"]
+    assert script.calls == 2 + 2  # two failed attempts, then the game's two turns
 
 
-def test_persistent_garbage_records_error_and_rerun_retries(teacher_server, tmp_path):
+def test_faults_past_the_retries_record_an_error_and_a_rerun_plays_the_game(teacher_server, tmp_path):
+    url, script, games = teacher_server
+    games["answers"] = ["abide"]
+    out = tmp_path / "g.jsonl"
+    script.mode, script.failures_left = "http500", 3  # one more than the 2 retries
+    assert play_teacher_games(_cfg(url), ["abide"], out) == {"skipped": 0, "played": 0, "errors": 1}
+    assert script.calls == 3 and "InternalServerError" in read_jsonl(out)[0]["error"]
+    assert play_teacher_games(_cfg(url), ["abide"], out)["played"] == 1
+    assert [r["status"] for r in read_jsonl(out)] == ["error", "done"]
+
+
+def test_garbage_reply_records_error_and_rerun_plays_the_game(teacher_server, tmp_path):
+    """A 200 answer that is no chat completion is not transient to the openai client: the game is recorded as an
+    error at once, and the next run plays it."""
     url, script, games = teacher_server
     games["answers"] = ["abide"]
     script.mode = "always_garbage"
@@ -137,7 +155,7 @@ def test_persistent_garbage_records_error_and_rerun_retries(teacher_server, tmp_
     counts = play_teacher_games(_cfg(url), ["abide"], out)
     assert counts == {"skipped": 0, "played": 0, "errors": 1}
     row = read_jsonl(out)[0]
-    assert row["status"] == "error" and "gave up after 3 attempt(s)" in row["error"]
+    assert row["status"] == "error" and "not a chat completion" in row["error"]
     script.mode = "ok"
     counts = play_teacher_games(_cfg(url), ["abide"], out)
     assert counts["played"] == 1
@@ -147,4 +165,4 @@ def test_persistent_garbage_records_error_and_rerun_retries(teacher_server, tmp_
 def test_dead_endpoint(tmp_path):
     counts = play_teacher_games(_cfg("http://127.0.0.1:9/v1"), ["abide"], tmp_path / "g.jsonl")
     assert counts["errors"] == 1
-    assert "ConnectError" in read_jsonl(tmp_path / "g.jsonl")[0]["error"]
+    assert "APIConnectionError" in read_jsonl(tmp_path / "g.jsonl")[0]["error"]

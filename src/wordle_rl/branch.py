@@ -7,7 +7,8 @@ Here each group of ``num_generations`` completions is built at one state:
 
 1. the current policy plays the group's RL row (an answer and a start history) **greedily** to the end;
 2. one decision of that game is drawn at random (before or at its first refused move, so the state is exact;
-   ``branch_states="endgame"``: its first state in which the answer is the only answer word that fits);
+   ``branch_states="endgame"``: its first state in which the answer is the only answer word that fits;
+   ``branch_states="mistake"``: the state of its first move that was refused or did not fit the feedback so far);
 3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each game is then
    finished **greedily** by the current policy;
 4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k turns is worth
@@ -64,12 +65,21 @@ class BranchRollout(WordleRollout):
     """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state, sampled moves there,
     greedy finishes; the completion is the sampled move, the reward its game's strict return. With
     ``branch_states="endgame"`` the state is the game's first in which its answer is the only answer word that fits
-    (a drawn one when the game never gets there)."""
+    (a drawn one when the game never gets there); with ``branch_states="mistake"`` it is the state of the greedy
+    game's first refused or non-fitting move (else its endgame, else a drawn one)."""
 
     def _only_fit(self, history: list, answer: str) -> bool:
         """Whether ``answer`` is the only answer word that fits ``history`` (found by re-scoring)."""
         fits = self.ctx.candidates(as_history(history))
         return len(fits) == 1 and self.ctx.words.answers[int(fits[0])] == answer
+
+    def _first_mistake(self, states: list, moves: list) -> int | None:
+        """Index of the first decision whose greedy move was refused or does not fit the feedback before it."""
+        for k, state in enumerate(states):
+            guess = moves[k][0]
+            if guess is None or any(self.ctx.score(g, guess) != p for g, p in as_history(state)):
+                return k
+        return None
 
     def __call__(self, prompts: list, trainer) -> dict:
         t0 = time.perf_counter()
@@ -77,11 +87,14 @@ class BranchRollout(WordleRollout):
         model = trainer.model
         group_rows = [int(p[0][ROW_KEY]) for p in prompts[::g]]
         greedy = self.play(model, group_rows, sample_turns=0)
-        branch_rows, depths = [], []
+        branch_rows, depths, mistakes = [], [], 0
         for r, game in zip(group_rows, greedy):
             states = decision_states(self.rows[r], game["moves"])
             ends = [s for s in states if self._only_fit(s, self.rows[r]["answer"])][:1]
-            pool = ends if ends and self.cfg.branch_states == "endgame" else states
+            pool = ends if ends and self.cfg.branch_states in ("endgame", "mistake") else states
+            k = self._first_mistake(states, game["moves"]) if self.cfg.branch_states == "mistake" else None
+            if k is not None:
+                pool, mistakes = [states[k]], mistakes + 1
             state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
@@ -100,6 +113,7 @@ class BranchRollout(WordleRollout):
             "wordle/greedy_mean_guesses": float(np.mean([x["turns"] if x["won"] else 7 for x in greedy])),
             "wordle/mean_return": float(np.mean(returns)),
             "wordle/branch_depth": float(np.mean(depths)),
+            "wordle/branch_on_mistake": mistakes / len(greedy),
             "wordle/invalid_word_rate": float(np.mean([e == "not_in_word_list" for e in moves])),
             "wordle/repeated_guess_rate": float(np.mean([e == "repeated_guess" for e in moves])),
             "wordle/format_error_rate": float(np.mean([e not in (None, "not_in_word_list", "repeated_guess",

@@ -205,7 +205,7 @@ def data_teacher(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     concurrency: Annotated[int, typer.Option(help="Games at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
-    retries: Annotated[int, typer.Option(help="Retries per request (exponential backoff).")] = 3,
+    retries: Annotated[int, typer.Option(help="Retries per request (the openai client's exponential backoff).")] = 3,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,

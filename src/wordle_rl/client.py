@@ -1,99 +1,120 @@
-"""Client for the environment server, with the same interface as the in-process :class:`WordleEnv`.
+"""Clients of the environment server, built on OpenEnv's ``EnvClient`` (its WebSocket session, timeouts and
+reconnection; typed actions, observations and state).
 
-    with RemoteEnv("http://127.0.0.1:8000") as env:
+    from wordle_rl.client import WordleClient, WordleAction       # the OpenEnv client, async or .sync()
+    with WordleClient(base_url="http://127.0.0.1:8000").sync() as env:
+        result = env.reset(seed=1)                                 # StepResult[WordleObservation]
+        result = env.step(WordleAction(message="<guess>crane</guess>"))
+
+    with RemoteEnv("http://127.0.0.1:8000") as env:                # the same client with WordleEnv's interface
         obs = env.reset(seed=1)
         step = env.step("<guess>crane</guess>")
 
-Training and evaluation use it when ``--env-url`` is given. Server errors raise :class:`EnvServerError`
-with the server's code; an unreachable server raises :class:`ConnectionError` naming the address.
+Training and evaluation use :class:`RemoteEnv` when ``--env-url`` is given. Server errors raise
+:class:`EnvServerError` with the server's code; an unreachable server raises :class:`ConnectionError` naming the
+address.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.sync.client import connect
+from openenv.core import EnvClient
+from openenv.core.client_types import StepResult as TypedStep
 
 from wordle_rl.env import Observation, StepResult
+from wordle_rl.server import WordleAction, WordleObservation, WordleState
 
-__all__ = ["EnvServerError", "RemoteEnv"]
+__all__ = ["EnvServerError", "WordleClient", "RemoteEnv", "WordleAction", "WordleObservation", "WordleState"]
 
 
 class EnvServerError(RuntimeError):
+    """An error reply of the server (bad input, a refused reset, capacity reached, idle timeout), with its code."""
+
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
         self.code = code
 
 
-def _ws_url(url: str) -> str:
-    url = url.rstrip("/")
-    if url.startswith("http://"):
-        url = "ws://" + url[len("http://"):]
-    elif url.startswith("https://"):
-        url = "wss://" + url[len("https://"):]
-    elif not url.startswith(("ws://", "wss://")):
-        url = "ws://" + url
-    return url if url.endswith("/ws") else url + "/ws"
+class WordleClient(EnvClient[WordleAction, WordleObservation, WordleState]):
+    """OpenEnv's typed client for ``wordle-rl serve``: one game session per connection."""
+
+    def _step_payload(self, action: WordleAction) -> dict[str, Any]:
+        return {"message": action.message}
+
+    def _parse_result(self, payload: dict[str, Any]) -> TypedStep[WordleObservation]:
+        done = bool(payload.get("done", False))
+        obs = WordleObservation(**payload.get("observation", {}), reward=payload.get("reward"), done=done)
+        return TypedStep(observation=obs, reward=payload.get("reward"), done=done)
+
+    def _parse_state(self, payload: dict[str, Any]) -> WordleState:
+        return WordleState(**payload)
+
+    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        """As OpenEnv's, but an error reply raises :class:`EnvServerError` carrying the server's code."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await self._send(message)
+        except ConnectionClosed:
+            pass  # a refused session sends its error and closes: read that error below
+        reply = await self._receive()
+        if reply.get("type") == "error":
+            data = reply.get("data") or {}
+            raise EnvServerError(str(data.get("code", "ERROR")), str(data.get("message", data)))
+        return reply
 
 
-class RemoteEnv:
-    """One game session on a ``wordle-rl serve`` server (one WebSocket connection)."""
+class RemoteEnv(WordleClient):
+    """One game on a server, with the interface of the in-process :class:`wordle_rl.env.WordleEnv` (synchronous;
+    ``reset`` returns an :class:`~wordle_rl.env.Observation`, ``step`` takes the completion text)."""
 
     def __init__(self, url: str, timeout: float = 30.0):
-        self.url = _ws_url(url)
-        self.timeout = timeout
+        super().__init__(base_url=url, connect_timeout_s=timeout, message_timeout_s=timeout,
+                         websocket_ping_interval_s=None)
+        self.url = self.base_url
+        self._io = self.sync()
         try:
-            self._conn = connect(self.url, open_timeout=timeout, close_timeout=2, max_size=2**22)
-            self.ws = self._conn.__enter__()
-        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as e:
+            self._io.connect()
+        except (ConnectionError, OSError, TimeoutError) as e:
+            self._io.close()
             raise ConnectionError(f"cannot reach the wordle-rl server at {self.url}: {e}") from e
 
-    def _call(self, msg: dict) -> dict:
-        try:
-            self.ws.send(json.dumps(msg))
-            reply = json.loads(self.ws.recv(timeout=self.timeout))
-        except TimeoutError as e:
-            raise ConnectionError(f"no reply from {self.url} within {self.timeout} s") from e
-        except ConnectionClosed as e:
-            reply = self._last_words()
-            if reply is None:
-                raise ConnectionError(f"the server at {self.url} closed the session: {e}") from e
-        if reply.get("type") == "error":
-            data = reply.get("data", {})
-            raise EnvServerError(str(data.get("code", "ERROR")), str(data.get("message", data)))
-        return reply["data"]
+    def _call(self, method, *args, **kwargs):
+        from websockets.exceptions import ConnectionClosed
 
-    def _last_words(self) -> dict | None:
-        """A message the server sent before closing (e.g. a capacity or idle-timeout error), if any."""
         try:
-            return json.loads(self.ws.recv(timeout=0.5))
-        except (ConnectionClosed, TimeoutError, json.JSONDecodeError):
-            return None
+            return method(*args, **kwargs)
+        except TimeoutError as e:
+            raise ConnectionError(f"no reply from {self.url} within {self._message_timeout} s") from e
+        except ConnectionClosed as e:
+            raise ConnectionError(f"the server at {self.url} closed the session: {e}") from e
 
     def reset(self, seed: int | None = None, answer: str | None = None, history=None) -> Observation:
         data = {k: v for k, v in {"seed": seed, "answer": answer, "history": history}.items() if v is not None}
         if "history" in data:
             data["history"] = [[g, p] for g, p in data["history"]]
-        d = self._call({"type": "reset", "data": data})
-        o = d["observation"]
-        return Observation(messages=o["messages"], state=o["state"], done=d["done"])
+        r = self._call(self._io.reset, **data)
+        return Observation(messages=r.observation.messages, state=r.observation.state, done=r.done)
 
-    def step(self, completion: str) -> StepResult:
-        d = self._call({"type": "step", "data": {"message": completion}})
-        o = d["observation"]
-        return StepResult(Observation(o["messages"], o["state"], d["done"]), float(d["reward"] or 0.0), d["done"],
-                          o["info"])
+    def step(self, completion: str | WordleAction) -> StepResult:
+        action = completion if isinstance(completion, WordleAction) else WordleAction(message=completion)
+        r = self._call(self._io.step, action)
+        o = r.observation
+        return StepResult(Observation(o.messages, o.state, r.done), float(r.reward or 0.0), r.done, o.info)
 
     def state(self) -> dict:
-        return self._call({"type": "state"})
+        return self._call(self._io.state).model_dump(exclude={"metadata"})
 
-    def close(self) -> None:
+    def close(self):
+        """End the session and stop the client's event-loop thread."""
         try:
-            self.ws.send(json.dumps({"type": "close"}))
-        except ConnectionClosed:
-            pass  # already closed by the server (idle timeout, shutdown): nothing left to release
-        self._conn.__exit__(None, None, None)
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._io.close()
+            return None
+        return super().close()  # OpenEnv closing the client from its own loop (after a failed connect): awaitable
 
     def __enter__(self) -> RemoteEnv:
         return self

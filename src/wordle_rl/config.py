@@ -99,7 +99,8 @@ class TrainSection:
     rollout: str = field(default="game", metadata={
         "help": "GRPO: game (whole sampled games) or branch (sampled moves at one state of the greedy game)."})
     branch_states: str = field(default="any", metadata={
-        "help": "GRPO branch: any decision of the greedy game, or its first only-fit endgame (WordleGRPOConfig)."})
+        "help": "GRPO branch: any decision of the greedy game, its first only-fit endgame, or its first mistake "
+                "(WordleGRPOConfig)."})
     use_vllm: bool = field(default=False, metadata={
         "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
 
@@ -247,8 +248,8 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
         raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
     if cfg.grpo.rollout not in ("game", "branch"):
         raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game or branch")
-    if cfg.grpo.branch_states not in ("any", "endgame"):
-        raise ConfigError(f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any or endgame")
+    if cfg.grpo.branch_states not in ("any", "endgame", "mistake"):
+        raise ConfigError(f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any, endgame or mistake")
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
         raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
     if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:

@@ -179,13 +179,13 @@ class ModelPolicy:
 
 
 class EndpointPolicy:
-    """An OpenAI-compatible chat endpoint (retries and timeouts from :mod:`wordle_rl.teacher`)."""
+    """An OpenAI-compatible chat endpoint through the ``openai`` client (:func:`wordle_rl.teacher.make_client`)."""
 
     def __init__(self, cfg, concurrency: int = 8):
-        import httpx
+        from wordle_rl.teacher import make_client
 
         self.cfg, self.name = cfg, f"endpoint:{cfg.model}"
-        self.client = httpx.Client()
+        self.client = make_client(cfg)
         self.concurrency = concurrency
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
@@ -195,7 +195,7 @@ class EndpointPolicy:
 
         def one(e):
             try:
-                return chat_completion(self.client, self.cfg, e.messages, random.Random(0))
+                return chat_completion(self.client, self.cfg, e.messages)
             except TeacherError as err:
                 return f"[endpoint error: {err}]"
 

@@ -88,8 +88,9 @@ class WordleGRPOConfig(GRPOConfig):
         "help": "game: whole sampled games, one advantage per game; branch: groups of sampled moves at one state of "
                 "the policy's own greedy game, each finished greedily, one advantage per decision."})
     branch_states: str = field(default="any", metadata={
-        "help": "branch: any (a decision of the greedy game drawn at random) or endgame (its first state in which the "
-                "row's answer is the only answer word that fits, where there is one)."})
+        "help": "branch: any (a decision of the greedy game drawn at random), endgame (its first state in which the "
+                "row's answer is the only answer word that fits, where there is one) or mistake (the state of its "
+                "first refused or non-fitting move, else as endgame)."})
     return_shaping: float = field(default=0.0, metadata={
         "help": "branch: weight (below 1) of the share of legal moves added to the strict game return."})
     sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
@@ -118,8 +119,8 @@ class WordleGRPOConfig(GRPOConfig):
         if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
             raise ValueError(f"rl_coef must be >= 0, and with rl_coef 0 sft_coef must be > 0 (else nothing trains), "
                              f"got {self.rl_coef} and {self.sft_coef}")
-        if self.branch_states not in ("any", "endgame"):
-            raise ValueError(f"branch_states must be 'any' or 'endgame', got {self.branch_states!r}")
+        if self.branch_states not in ("any", "endgame", "mistake"):
+            raise ValueError(f"branch_states must be 'any', 'endgame' or 'mistake', got {self.branch_states!r}")
         if not 0 <= self.return_shaping < 1:
             raise ValueError(f"return_shaping must be in [0, 1), got {self.return_shaping}")
         if self.sft_coef_final is not None and (self.sft_coef_final < 0 or self.sft_coef == 0):

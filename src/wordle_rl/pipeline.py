@@ -155,7 +155,9 @@ class Runner:
         return str(self.paths["model"]) if name.startswith("init:") else name
 
     def _resume(self, path: Path) -> bool:
-        return any(p.is_dir() for p in path.glob("checkpoint-*"))
+        from transformers.trainer_utils import get_last_checkpoint
+
+        return path.is_dir() and get_last_checkpoint(str(path)) is not None
 
     def stage_sft(self):
         from wordle_rl.sft import WordleSFTConfig, run_sft

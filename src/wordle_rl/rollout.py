@@ -33,13 +33,13 @@ ROW_KEY = "wordle_row"
 
 
 def _left_pad(seqs: list[list[int]], pad: int, device):
-    """``(ids, attention_mask)`` tensors of token lists, padded on the left to the longest."""
+    """``(ids, attention_mask)`` tensors of token lists, padded on the left to the longest (TRL's ``pad``)."""
     import torch
+    from trl.trainer.utils import pad as trl_pad
 
-    width = max(len(x) for x in seqs)
-    ids = torch.tensor([[pad] * (width - len(x)) + x for x in seqs], dtype=torch.long, device=device)
-    att = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in seqs], dtype=torch.long, device=device)
-    return ids, att
+    ids = trl_pad([torch.tensor(x, dtype=torch.long) for x in seqs], padding_value=pad, padding_side="left")
+    att = trl_pad([torch.ones(len(x), dtype=torch.long) for x in seqs], padding_value=0, padding_side="left")
+    return ids.to(device), att.to(device)
 
 
 @dataclass

@@ -16,6 +16,7 @@ sessions expire after ``idle_timeout_s``; past ``max_sessions`` a new connection
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
 from wordle_rl.env import EnvConfig, WordleEnv
@@ -109,6 +110,32 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         return WordleObservation(messages=res.observation.messages, state=res.observation.state,
                                  info=_jsonable(res.info), done=res.done, reward=res.reward)
 
+    def get_metadata(self) -> EnvironmentMetadata:
+        """What ``GET /metadata`` answers: the game, its rules as this server plays them, and the protocol."""
+        cfg = self.game.config
+        rules = (f"{cfg.max_turns} guesses; hard mode {'on' if cfg.hard else 'off'}; a word outside the "
+                 f"{len(self.game.words.allowed):,} allowed guesses is handled by the policy '{cfg.invalid_policy}'; "
+                 f"secrets are drawn from {len(self.game.answers):,} answer words")
+        secret = ("drawn by the server from the operating system's randomness; a reset takes no seed, answer or "
+                  "history" if not self.allow_answer else "drawn with random.Random(seed) when the reset sends a seed "
+                  "(reproducible), or set by the reset's answer/history")
+        readme = "\n".join([
+            "# Wordle", "",
+            "Guess the secret 5-letter word. Each turn, send the model's completion text as the action "
+            "`{\"message\": \"<guess>crane</guess>\"}`; the server parses it strictly, scores the guess, and "
+            "answers with the chat so far, the state (turn, guesses left, history of guesses and marks) and the "
+            "reward of the move. Marks: G right letter in the right spot, Y in the word elsewhere, X not in the "
+            "word (no more copies of that letter).", "",
+            f"- Rules: {rules}.",
+            f"- Secret: {secret}; it is sent only once the game is over.",
+            f"- Prompt style: {cfg.style.name}; rewards: the weighted components of `wordle-rl rewards explain`.",
+            "- Protocol: OpenEnv (WebSocket `/ws`, or HTTP `/reset`, `/step`, `/state`); bad input is answered "
+            "with an error and the reason, and the game goes on.",
+        ])
+        return EnvironmentMetadata(name="wordle", description="Wordle: find the secret 5-letter word in "
+                                   f"{cfg.max_turns} guesses from per-letter feedback (wordle-rl).",
+                                   readme_content=readme, version=_version(), author="wordle-rl")
+
     @property
     def state(self) -> WordleState:
         if not self.started:
@@ -116,6 +143,15 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         s = self.game._observation().state
         return WordleState(episode_id=self.episode_id, step_count=self.step_count, turn=s["turn"],
                            guesses_left=s["guesses_left"], history=s["history"], done=s["done"])
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("wordle-rl")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
 
 
 def _jsonable(info: dict) -> dict:
@@ -198,6 +234,18 @@ def serve(config: ServerConfig | None = None) -> None:
     uvicorn.run(build_app(config), host=config.host, port=config.port, log_level="warning",
                 ws_max_size=4 * config.max_message_bytes, ws_ping_interval=None)
 
+
+def __getattr__(name: str):
+    """``wordle_rl.server:app``, the app the OpenEnv manifest names (``uvicorn wordle_rl.server:app`` runs it): the
+    default server's app, built on first access instead of at import."""
+    if name == "app":
+        return _default_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _default_app():
+    return build_app(ServerConfig())
 
 
 class ServerThread:

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.models import load_model, pick_device, write_prompt_record
@@ -172,17 +173,20 @@ class WordleSFTTrainer(SFTTrainer):
         args = self.args
         if not (args.lr_schedule_follows_budget and args.time_budget_minutes and self.lr_scheduler is None):
             return super().create_scheduler(num_training_steps, optimizer)
-        budget = next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
-        if budget is None:
+        if self._budget() is None:
             return super().create_scheduler(num_training_steps, optimizer)
         warmup = args.get_warmup_steps(num_training_steps)
 
-        def factor(step: int) -> float:
+        def factor(step: int) -> float:  # the callback is looked up each time: a resumed run restores a new one
+            budget = self._budget()
             return budget_cosine(step, num_training_steps, warmup, budget.elapsed() / budget.seconds)
 
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, factor)
         self._created_lr_scheduler = True
         return self.lr_scheduler
+
+    def _budget(self) -> TimeBudget | None:
+        return next((c for c in self.callback_handler.callbacks if isinstance(c, TimeBudget)), None)
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
@@ -226,33 +230,19 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
 
 
 def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
-    """Train (from the last ``checkpoint-N`` when resuming), save model + tokenizer + log to ``out``."""
-    last = _last_checkpoint(out) if resume else None
+    """Train (from the last ``checkpoint-N`` when resuming), save model + tokenizer + log to ``out``.
+
+    A resumed run gets its :class:`TimeBudget` back from the checkpoint through the Trainer's own restore of
+    stateful callbacks, so it continues the same budget."""
+    last = get_last_checkpoint(str(out)) if resume and out.is_dir() else None
     if resume and last is None:
         raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
-    if last is not None:
-        _restore_budget(trainer, last)
-    trainer.train(resume_from_checkpoint=str(last) if last else None)
+    trainer.args.restore_callback_states_from_checkpoint = True
+    trainer.train(resume_from_checkpoint=last)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     (out / f"wordle_rl_{name}_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     return out
-
-
-def _restore_budget(trainer, checkpoint: Path) -> None:
-    """Carry the time budget already spent (saved by :class:`TimeBudget` in the checkpoint) into the resumed run."""
-    state = json.loads((checkpoint / "trainer_state.json").read_text()).get("stateful_callbacks", {})
-    saved = state.get("TimeBudget", {}).get("attributes", {}).get("spent")
-    if saved is None:
-        return
-    for cb in trainer.callback_handler.callbacks:
-        if isinstance(cb, TimeBudget):
-            cb.spent = float(saved)
-
-
-def _last_checkpoint(out: Path) -> Path | None:
-    cks = [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return max(cks, key=lambda p: int(p.name.split("-")[-1])) if cks else None
 
 
 def jsonable(d):

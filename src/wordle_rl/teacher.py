@@ -5,10 +5,11 @@
     wordle-rl data teacher-sft data/teacher/games.jsonl --won-only --format-clean --out data/teacher-sft
 
 Each finished game is appended to the JSONL and flushed at once, so a crash or Ctrl-C loses nothing; a
-rerun skips games already finished. Requests run ``concurrency`` at a time with a timeout, and failures
-(HTTP errors, timeouts, dropped connections, replies that are not chat completions) are retried with
-exponential backoff; a game whose requests keep failing is recorded with ``status: "error"`` and retried
-on the next run. The API key comes from an environment variable (``--api-key-env``), never a flag.
+rerun skips games already finished. Requests go through the ``openai`` client, ``concurrency`` games at a time:
+its timeout, and its retries with exponential backoff (timeouts, dropped connections, 408/409/429 and 5xx
+answers; a ``Retry-After`` header is honoured). A game whose request still fails, or whose reply is not a chat
+completion, is recorded with ``status: "error"`` and played again on the next run. The API key comes from an
+environment variable (``--api-key-env``), never a flag.
 Targets are **train** answers only.
 """
 
@@ -16,26 +17,24 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import openai
 
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle
 from wordle_rl.rewards import RewardContext
 
-__all__ = ["TeacherConfig", "TeacherError", "chat_completion", "play_teacher_games", "teacher_to_sft",
+__all__ = ["TeacherConfig", "TeacherError", "make_client", "chat_completion", "play_teacher_games", "teacher_to_sft",
            "summarize_teacher"]
 
 
 class TeacherError(RuntimeError):
-    """The endpoint kept failing for one request after all retries."""
+    """The endpoint failed one request after the client's retries, or answered with no chat completion."""
 
 
 @dataclass
@@ -45,40 +44,33 @@ class TeacherConfig:
     api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."})
     concurrency: int = field(default=8, metadata={"help": "Games played at once."})
     timeout_s: float = field(default=60.0, metadata={"help": "Timeout of one request."})
-    retries: int = field(default=3, metadata={"help": "Retries of a failed request."})
-    backoff_s: float = field(default=1.0, metadata={"help": "First retry delay; doubles each retry."})
+    retries: int = field(default=3, metadata={"help": "Retries of a failed request (the openai client's backoff)."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature."})
     max_tokens: int = field(default=1024, metadata={"help": "Max tokens per reply."})
     style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style."})
     think: bool = field(default=True, metadata={"help": "Ask for a <think> block."})
-    seed: int = field(default=0, metadata={"help": "Seed for request jitter."})
 
 
-def chat_completion(client: httpx.Client, cfg: TeacherConfig, messages: list[dict], rng: random.Random) -> str:
-    """One chat completion with retries and exponential backoff; returns the reply text."""
-    url = cfg.base_url.rstrip("/") + "/chat/completions"
-    key = os.environ.get(cfg.api_key_env, "")
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body = {"model": cfg.model, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-            "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
-    last = ""
-    for attempt in range(cfg.retries + 1):
-        if attempt:
-            time.sleep(cfg.backoff_s * 2 ** (attempt - 1) * (1 + 0.1 * rng.random()))
-        try:
-            r = client.post(url, json=body, headers=headers, timeout=cfg.timeout_s)
-            if r.status_code >= 400:
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-                if r.status_code in (400, 401, 403, 404):
-                    break  # a request the server will never accept: do not hammer it
-                continue
-            content = r.json()["choices"][0]["message"]["content"]
-            if not isinstance(content, str):
-                raise TypeError("message content is not a string")
-            return content
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
-            last = f"{type(e).__name__}: {e}"
-    raise TeacherError(f"{url}: gave up after {cfg.retries + 1} attempt(s): {last}")
+def make_client(cfg: TeacherConfig) -> openai.OpenAI:
+    """The ``openai`` client for the endpoint, with the run's timeout and retries (the key from the environment)."""
+    key = os.environ.get(cfg.api_key_env) or "none"  # local servers (vLLM, llama.cpp) take any key
+    return openai.OpenAI(base_url=cfg.base_url, api_key=key, timeout=cfg.timeout_s, max_retries=cfg.retries)
+
+
+def chat_completion(client: openai.OpenAI, cfg: TeacherConfig, messages: list[dict]) -> str:
+    """One chat completion (the client retries transient failures); returns the reply text."""
+    try:
+        reply = client.chat.completions.create(
+            model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+            messages=[{"role": m["role"], "content": m["content"]} for m in messages])
+        content = reply.choices[0].message.content
+    except openai.APIError as e:
+        raise TeacherError(f"{cfg.base_url}: {type(e).__name__}: {e}") from e
+    except (ValueError, AttributeError, IndexError, TypeError) as e:  # a 200 answer that is no chat completion
+        raise TeacherError(f"{cfg.base_url}: not a chat completion ({type(e).__name__}: {e})") from e
+    if not isinstance(content, str):
+        raise TeacherError(f"{cfg.base_url}: not a chat completion (message content is {type(content).__name__})")
+    return content
 
 
 def _finished_keys(path: Path) -> set[str]:
@@ -108,16 +100,15 @@ def play_teacher_games(cfg: TeacherConfig, answers: list[str], out: str | Path, 
     style = PromptStyle(cfg.style, think=cfg.think)
     counts = {"skipped": len(answers) * games_per_word - len(todo), "played": 0, "errors": 0}
 
-    def one(item: tuple[str, int], client: httpx.Client) -> None:
+    def one(item: tuple[str, int], client: openai.OpenAI) -> None:
         answer, k = item
-        rng = random.Random(f"{cfg.seed}:{answer}:{k}")
         env = WordleEnv(EnvConfig(style=style), ctx=ctx)
         obs = env.reset(answer=answer)
         completions, errors, status, error = [], [], "done", None
         step = None
         try:
             while not env.done:
-                text = chat_completion(client, cfg, obs.messages, rng)
+                text = chat_completion(client, cfg, obs.messages)
                 step = env.step(text)
                 obs = step.observation
                 completions.append(text)
@@ -137,7 +128,7 @@ def play_teacher_games(cfg: TeacherConfig, answers: list[str], out: str | Path, 
         if on_game:
             on_game(row)
 
-    with httpx.Client() as client, ThreadPoolExecutor(max_workers=max(1, cfg.concurrency)) as pool:
+    with make_client(cfg) as client, ThreadPoolExecutor(max_workers=max(1, cfg.concurrency)) as pool:
         for f in [pool.submit(one, item, client) for item in todo]:
             f.result()
     return counts
