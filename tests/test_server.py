@@ -185,3 +185,28 @@ def test_metadata_describes_the_game_as_this_server_plays_it(server):
         with urllib.request.urlopen(blind.url + "/metadata", timeout=5) as r:
             readme = json.loads(r.read())["readme_content"]
     assert "5 guesses" in readme and "hard mode on" in readme and "takes no seed" in readme
+
+
+def test_openenv_typed_client_plays_sync_and_async(server):
+    import asyncio
+
+    from wordle_rl.client import WordleAction, WordleClient, WordleObservation, WordleState
+
+    with WordleClient(base_url=server.url).sync() as env:
+        r = env.reset(answer="abide")
+        assert isinstance(r.observation, WordleObservation) and not r.done and r.reward is None
+        r = env.step(WordleAction(message="<guess>speed</guess>"))
+        assert r.observation.info["pattern"] == "XXYXY" and "abide" not in json.dumps(r.observation.state)
+        state = env.state()
+        assert isinstance(state, WordleState) and state.turn == 1 and not state.done
+        r = env.step(WordleAction(message="<guess>abide</guess>"))
+        assert r.done and r.reward > 1 and r.observation.info["answer"] == "abide"
+
+    async def play():
+        async with WordleClient(base_url=server.url) as env:
+            await env.reset(seed=5)
+            with pytest.raises(EnvServerError, match="answer"):  # the server's refusal keeps its reason
+                await env.reset(answer="qqqqq")
+            return await env.step(WordleAction(message="<guess>crane</guess>"))
+
+    assert asyncio.run(play()).observation.state["turn"] == 1

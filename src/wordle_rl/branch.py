@@ -99,6 +99,7 @@ class BranchRollout(WordleRollout):
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
         games = self.play(model, [], sample_turns=1, rows=branch_rows)
+        self.last_rows = branch_rows
         returns = [game_return(x["won"], x["turns"], self.cfg.max_turns,
                                legal_share=float(np.mean([e is None for e in x["errors"]])),
                                shaping=self.cfg.return_shaping) for x in games]

@@ -190,6 +190,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.sft_batches = sft_batches
         self._sft_draw = (-1, 0)  # (global step, micro-batches drawn in it)
+        self.last_sft_games: list[int] = []  # the SFT games of this process's last batch
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from wordle_rl.soft_targets import soft_target_losses
@@ -200,7 +201,9 @@ class WordleGRPOTrainer(GRPOTrainer):
         step, drawn = self._sft_draw
         drawn = drawn + 1 if step == self.state.global_step else 0
         self._sft_draw = (self.state.global_step, drawn)
-        batch = self.sft_batches.batch(self.state.global_step * self.args.gradient_accumulation_steps + drawn)
+        k, rank = self.state.global_step * self.args.gradient_accumulation_steps + drawn, self.accelerator.process_index
+        self.last_sft_games = self.sft_batches.indices(k, rank)
+        batch = self.sft_batches.batch(k, rank)
         batch = {k: v.to(model.device) for k, v in batch.items()}
         hard, soft, _, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
         self._metrics["train"]["sft/hard_loss"].append(hard.item())
@@ -251,6 +254,8 @@ class ValEvalCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.trainer is None or not self.cfg.eval_val_every or state.global_step % self.cfg.eval_val_every:
             return control
+        if not self.trainer.accelerator.is_main_process:  # one val record per step, whatever the process count
+            return control
         from wordle_rl.evaluate import EvalConfig, ModelPolicy, run_eval
         from wordle_rl.splits import Splits
         from wordle_rl.words import load_word_lists
@@ -275,7 +280,9 @@ class ValEvalCallback(TrainerCallback):
         return control
 
 
-def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
+def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None = None) -> Path:
+    """Train, save the final model + tokenizer to ``output_dir``, and return that path. ``callbacks``: extra
+    ``TrainerCallback`` objects; one with a ``trainer`` attribute is handed the trainer once it exists."""
     import torch
     from datasets import Dataset
 
@@ -305,7 +312,9 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "wordle_rl_grpo_config.json").write_text(json.dumps(jsonable(asdict(cfg)), indent=1, sort_keys=True))
     write_prompt_record(out, style)
-    callbacks: list = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
+    extra = list(callbacks or [])
+    callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
+    callbacks += extra
     cur = None
     if cfg.curriculum:
         cur = CurriculumCallback(RewardCurriculum("format", "strategy", mode=cfg.curriculum,
@@ -319,7 +328,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False) -> Path:
            if cfg.sft_coef > 0 else None)
     trainer = WordleGRPOTrainer(model=model, reward_funcs=reward_funcs, args=cfg, train_dataset=dataset,
                                 processing_class=tok, rollout_func=rollout, callbacks=callbacks, sft_batches=sft)
-    for cb in (cur, val):
-        if cb is not None:
+    for cb in (cur, val, *extra):
+        if cb is not None and hasattr(cb, "trainer"):
             cb.trainer = trainer
     return train_and_save(trainer, tok, out, resume, "grpo")

@@ -67,8 +67,12 @@ class WordleRollout:
         self.env_config = EnvConfig(style=self.style, hard=cfg.hard, max_turns=cfg.max_turns,
                                     reward_weights=cfg.reward_preset)
         self.weights = RewardWeights.from_any(cfg.reward_preset)
-        self.rng = np.random.default_rng(cfg.seed)
+        from accelerate import PartialState
+
+        rank = PartialState().process_index  # each process of a multi-process run draws its own rows and states
+        self.rng = np.random.default_rng(cfg.seed if rank == 0 else [cfg.seed, rank])
         self.last_stats: dict[str, float] = {}
+        self.last_rows: list[dict] = []  # the rows ({answer, history}) of the games of the last call
         # special tokens other than end-of-turn would break the turn structure: never sample them
         self._suppress = sorted(set(tokenizer.all_special_ids) - {tokenizer.eos_token_id})
         self.record_logprobs = False  # keep each sampled token's log-probability (tests, diagnostics)
@@ -255,6 +259,7 @@ class WordleRollout:
         vllm = trainer.vllm_generation if getattr(trainer, "use_vllm", False) else None
         games = self.play(trainer.model, row_ids, vllm)
         g = self.cfg.num_generations
+        self.last_rows = [self.rows[r] for r in row_ids]
         tries = 0
         while tries < self.cfg.resample_zero_spread:
             flat = [k for k in range(0, len(games), g) if np.ptp([x["reward"] for x in games[k:k + g]]) == 0]

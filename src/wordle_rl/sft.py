@@ -212,8 +212,9 @@ class WordleSFTTrainer(SFTTrainer):
         return (loss, out) if return_outputs else loss
 
 
-def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
-    """Train, save the final model + tokenizer to ``output_dir``, and return that path."""
+def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None = None) -> Path:
+    """Train, save the final model + tokenizer to ``output_dir``, and return that path. ``callbacks``: extra
+    ``TrainerCallback`` objects; one with a ``trainer`` attribute is handed the trainer once it exists."""
     torch.set_num_threads(cfg.threads)
     device = pick_device("auto")
     model, tok = load_model(cfg.model, device=device, lora=cfg.lora, threads=cfg.threads)
@@ -224,8 +225,13 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False) -> Path:
     detected = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
     if detected is not None:
         write_prompt_record(out, PromptStyle(detected[0], think=detected[1]))
+    extra = list(callbacks or [])
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
-    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok, callbacks=callbacks)
+    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tok,
+                               callbacks=callbacks + extra)
+    for cb in extra:
+        if hasattr(cb, "trainer"):
+            cb.trainer = trainer
     return train_and_save(trainer, tok, out, resume, "sft")
 
 

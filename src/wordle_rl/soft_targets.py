@@ -292,8 +292,8 @@ class SftBatches:
 
     Each conversation is tokenized with the chat template's assistant mask (the loss is on the imitated assistant
     turns, as in ``wordle-rl sft``) and collated with the soft targets (``soft=False``: hard labels only, for a
-    tokenizer without them). Batch ``k`` is drawn by ``numpy.random.default_rng([seed, k])``, so a resumed run
-    draws the same batches as an unbroken one.
+    tokenizer without them). Batch ``k`` is drawn by ``numpy.random.default_rng([seed, k])`` (``[seed, k, rank]`` on
+    the other ranks of a multi-process run), so a resumed run draws the same batches as an unbroken one.
     """
 
     def __init__(self, path: str | Path, tokenizer, batch_size: int = 32, seed: int = 0, splits=None,
@@ -312,10 +312,16 @@ class SftBatches:
     def target_ids(self) -> list[int] | None:
         return getattr(self.collate, "target_ids", None)
 
-    def batch(self, k: int) -> dict:
-        """Batch number ``k`` (tensors: input_ids, attention_mask, labels, soft_index, soft_probs)."""
-        idx = np.random.default_rng([self.seed, k]).choice(len(self.dataset), self.batch_size, replace=False)
-        return self.collate([self._encode(self.dataset[int(i)]) for i in sorted(idx)])
+    def indices(self, k: int, rank: int = 0) -> list[int]:
+        """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its own)."""
+        key = [self.seed, k] if rank == 0 else [self.seed, k, rank]
+        return sorted(int(i) for i in np.random.default_rng(key).choice(len(self.dataset), self.batch_size,
+                                                                          replace=False))
+
+    def batch(self, k: int, rank: int = 0) -> dict:
+        """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels, soft_index,
+        soft_probs)."""
+        return self.collate([self._encode(self.dataset[i]) for i in self.indices(k, rank)])
 
     def _encode(self, row: dict) -> dict:
         enc = self.tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
