@@ -97,7 +97,8 @@ class TrainSection:
     sft_coef_final: float | None = field(default=None, metadata={
         "help": "GRPO: SFT loss weight at the last step, reached linearly from sft_coef (None: constant)."})
     rollout: str = field(default="game", metadata={
-        "help": "GRPO: game (whole sampled games) or branch (sampled moves at one state of the greedy game)."})
+        "help": "GRPO: game (whole sampled games), branch (sampled moves at one state of the greedy game) or tools "
+                "(TRL's environment_factory: guesses as tool calls, for chat models with a tool-calling template)."})
     branch_states: str = field(default="any", metadata={
         "help": "GRPO branch: any decision of the greedy game, its first only-fit endgame, or its first mistake "
                 "(WordleGRPOConfig)."})
@@ -246,8 +247,8 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     bad = [s for s in cfg.eval.solvers if s not in SOLVERS]
     if bad:
         raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
-    if cfg.grpo.rollout not in ("game", "branch"):
-        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game or branch")
+    if cfg.grpo.rollout not in ("game", "branch", "tools"):
+        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game, branch or tools")
     if cfg.grpo.branch_states not in ("any", "endgame", "mistake"):
         raise ConfigError(f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any, endgame or mistake")
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:

@@ -86,7 +86,8 @@ class WordleGRPOConfig(GRPOConfig):
         "help": "Weight of the GRPO loss (1; 0 trains the SFT loss alone on the same steps, an ablation)."})
     rollout: str = field(default="game", metadata={
         "help": "game: whole sampled games, one advantage per game; branch: groups of sampled moves at one state of "
-                "the policy's own greedy game, each finished greedily, one advantage per decision."})
+                "the policy's own greedy game, each finished greedily, one advantage per decision; tools: TRL's "
+                "environment_factory, guesses as tool calls (chat models with a tool-calling template)."})
     branch_states: str = field(default="any", metadata={
         "help": "branch: any (a decision of the greedy game drawn at random), endgame (its first state in which the "
                 "row's answer is the only answer word that fits, where there is one) or mistake (the state of its "
@@ -111,8 +112,11 @@ class WordleGRPOConfig(GRPOConfig):
         if self.sft_data and self.sft_coef == 0:
             raise ValueError(f"sft_data={self.sft_data!r} is set but sft_coef is 0, so it would be unused: set "
                              "sft_coef > 0 (e.g. 1.0) or leave sft_data out")
-        if self.rollout not in ("game", "branch"):
-            raise ValueError(f"rollout must be 'game' or 'branch', got {self.rollout!r}")
+        if self.rollout not in ("game", "branch", "tools"):
+            raise ValueError(f"rollout must be 'game', 'branch' or 'tools', got {self.rollout!r}")
+        if self.rollout == "tools" and self.curriculum:
+            raise ValueError("rollout='tools' scores each game with the environment's strict return: it takes no "
+                             "reward curriculum")
         if self.rollout == "branch" and (self.curriculum or getattr(self, "use_vllm", False)):
             raise ValueError("rollout='branch' scores the strict game return with the trained model itself: it takes "
                              "no reward curriculum and no vLLM")
@@ -301,7 +305,20 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
         p[0][ROW_KEY] = i
         prompts.append({"prompt": p})
     dataset = Dataset.from_list(prompts)
-    if cfg.rollout == "branch":
+    env_factory = None
+    if cfg.rollout == "tools":
+        from wordle_rl.env import EnvConfig
+        from wordle_rl.rewards import RewardContext
+        from wordle_rl.tool_env import TOOL_SYSTEM_PROMPT, tool_env_factory
+
+        first = "Make your first guess with the guess tool."
+        dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+                                                 {"role": "user", "content": first}],
+                                      "answer": r["answer"], "history": [list(t) for t in r.get("history") or []]}
+                                     for r in rows])
+        env_factory = tool_env_factory(EnvConfig(max_turns=cfg.max_turns, hard=cfg.hard), RewardContext())
+        rollout, reward_funcs, cfg.reward_weights = None, None, None  # the environment owns the reward
+    elif cfg.rollout == "branch":
         rollout, reward_funcs = BranchRollout(cfg, rows, tok), [game_return_reward]
         cfg.reward_weights = [1.0]
     else:
@@ -327,7 +344,8 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
                       cfg.splits if Path(cfg.splits).is_file() else None, soft=cfg.sft_soft_target_weight > 0)
            if cfg.sft_coef > 0 else None)
     trainer = WordleGRPOTrainer(model=model, reward_funcs=reward_funcs, args=cfg, train_dataset=dataset,
-                                processing_class=tok, rollout_func=rollout, callbacks=callbacks, sft_batches=sft)
+                                processing_class=tok, rollout_func=rollout, environment_factory=env_factory,
+                                callbacks=callbacks, sft_batches=sft)
     for cb in (cur, val, *extra):
         if cb is not None and hasattr(cb, "trainer"):
             cb.trainer = trainer

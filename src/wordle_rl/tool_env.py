@@ -1,0 +1,75 @@
+"""Wordle as a tool-calling environment for TRL's ``GRPOTrainer(environment_factory=...)``.
+
+    wordle-rl grpo --model Qwen/Qwen3-1.7B --data data/rl --rollout tools --output-dir runs/grpo-tools
+
+For chat models whose template renders tool calls (Qwen3, Llama 3.1, ...): each rollout gets one
+:class:`WordleToolEnv`; TRL calls ``reset`` with the row's fields, exposes ``guess`` to the model as a tool, runs the
+model's tool calls until it answers without one (or ``max_tool_calling_iterations``), and scores the episode with
+``get_reward``: the strict game return of :func:`wordle_rl.rewards.game_return` (a win in k turns ``7 - k``, a loss
+or an unfinished game 0, a refused guess costs its turn). The embedded default model has no tool-calling template
+and plays through the ``game``/``branch`` rollouts instead.
+"""
+
+from __future__ import annotations
+
+from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.rewards import RewardContext, game_return
+
+__all__ = ["WordleToolEnv", "tool_env_factory", "TOOL_SYSTEM_PROMPT"]
+
+TOOL_SYSTEM_PROMPT = ("You are playing Wordle. Find the secret 5-letter English word. Call the `guess` tool with one "
+                      "5-letter word per call; it answers with one mark per letter: G = right letter in the right "
+                      "spot, Y = in the word but in another spot, X = not in the word (no more copies of that "
+                      "letter). Keep guessing until the marks are GGGGG or no guesses are left.")
+
+
+class WordleToolEnv:
+    """One Wordle game whose moves are calls of the ``guess`` tool; the secret is never in what the model sees."""
+
+    def __init__(self, config: EnvConfig | None = None, ctx: RewardContext | None = None):
+        self.config = config or EnvConfig()
+        self.game = WordleEnv(self.config, ctx=ctx)
+
+    def reset(self, answer: str | None = None, history=None, **row) -> str:
+        """Start the row's game (its ``answer`` and optional start ``history``); returns the text TRL appends to
+        the user's message: the guesses left and the marks so far."""
+        self.game.reset(answer=answer, history=[(g, p) for g, p in history or []])
+        played = "; ".join(f"{g.upper()} {p}" for g, p in self._marks()) or "none yet"
+        return f"\nGuesses so far: {played}. Guesses left: {self.config.max_turns - self.game.turns_used}."
+
+    def _marks(self) -> list[tuple[str, str]]:
+        return [(h["guess"], h["pattern"]) for h in self.game._observation().state["history"]]
+
+    def guess(self, word: str) -> str:
+        """Guess the secret word.
+
+        Args:
+            word: A 5-letter English word.
+
+        Returns:
+            The marks for each letter (G, Y or X) and the guesses left, or why the guess was refused.
+        """
+        if self.game.done:
+            raise ValueError("the game is over: no more guesses")
+        step = self.game.step(f"<guess>{str(word).strip().lower()}</guess>")
+        info = step.info
+        left = self.config.max_turns - self.game.turns_used
+        if info["error"]:
+            text = f"Refused ({info['error'].replace('_', ' ')}); it cost a guess. Guesses left: {left}."
+        else:
+            text = f"{info['guess'].upper()}: {info['pattern']}. Guesses left: {left}."
+        if step.done:
+            text += " You won!" if info.get("won") else f" Game over; the word was {info['answer'].upper()}."
+        return text
+
+    def get_reward(self) -> float:
+        """The strict game return of the episode (0 unless the game was won)."""
+        if not (self.game.done and self.game.won):
+            return 0.0
+        return game_return(True, self.game.turns_used, self.config.max_turns)
+
+
+def tool_env_factory(config: EnvConfig | None = None, ctx: RewardContext | None = None):
+    """The ``environment_factory`` for TRL: a new :class:`WordleToolEnv` sharing one scoring context."""
+    ctx = ctx or RewardContext()
+    return lambda: WordleToolEnv(config, ctx)
