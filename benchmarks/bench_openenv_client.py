@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from bench_server import _free_port, _rss_mb
+from bench_server import _rss_mb, served
 
 from wordle_rl.client import WordleAction, WordleClient
 from wordle_rl.game import str_to_pattern
@@ -53,16 +50,7 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=1000)
     ap.add_argument("--sessions", type=int, default=8, help="Games played at once (one session each).")
     args = ap.parse_args()
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "wordle_rl.cli", "serve", "--port", str(port),
-                             "--max-sessions", str(args.sessions + 8)])
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+    with served(args.sessions + 8) as (port, proc):
         solver = EntropySolver()
         solver.opener()
         url = f"http://127.0.0.1:{port}"
@@ -79,9 +67,6 @@ def main() -> None:
             "game_seconds": {"p50": round(per_game[len(per_game) // 2], 3), "max": round(per_game[-1], 3)},
             "server_rss_mb_end": round(_rss_mb(proc.pid), 1),
         }, indent=1))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -85,14 +86,12 @@ async def _run(url: str, clients: int, games: int, pid: int) -> dict:
     return stats
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", type=int, default=256)
-    ap.add_argument("--games", type=int, default=10_000)
-    args = ap.parse_args()
+@contextlib.contextmanager
+def served(max_sessions: int):
+    """``wordle-rl serve`` as its own process on a free loopback port: yields ``(port, process)`` once healthy."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "wordle_rl.cli", "serve", "--port", str(port),
-                             "--max-sessions", str(args.clients + 8)], env=os.environ.copy())
+                             "--max-sessions", str(max_sessions)], env=os.environ.copy())
     try:
         for _ in range(300):
             try:
@@ -100,6 +99,18 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=256)
+    ap.add_argument("--games", type=int, default=10_000)
+    args = ap.parse_args()
+    with served(args.clients + 8) as (port, proc):
         rss0 = _rss_mb(proc.pid)
         s = asyncio.run(_run(f"ws://127.0.0.1:{port}/ws", args.clients, args.games, proc.pid))
         lat = sorted(s["lat"])
@@ -111,9 +122,6 @@ def main() -> None:
             "step_latency_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(1000 * lat[-1], 1)},
             "server_rss_mb_start": round(rss0, 1), "server_rss_mb_by_games": s["rss"],
         }, indent=1))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

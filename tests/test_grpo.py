@@ -219,6 +219,8 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(traine
     assert one["input_ids"].shape != other["input_ids"].shape or not torch.equal(one["input_ids"], other["input_ids"])
     # the same four games through `wordle-rl sft`'s own tokenization and collator give the same batch
     idx = sorted(int(i) for i in np.random.default_rng([3, 0]).choice(len(batches.dataset), 4, replace=False))
+    # rank 0 draws what a single process draws; another rank of a multi-process run draws its own games
+    assert batches.indices(0) == batches.indices(0, rank=0) == idx and batches.indices(0, rank=1) != idx
     cfg = WordleSFTConfig(model=str(model_path), data=str(root / "sft"), output_dir=str(root / "unused-sft"),
                           max_steps=1, threads=1, disable_tqdm=True, soft_target_weight=1.0)
     trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(root / "sft", soft=True),

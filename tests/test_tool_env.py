@@ -13,18 +13,30 @@ from wordle_rl.tool_env import TOOL_SYSTEM_PROMPT, WordleToolEnv
 CALL = '<tool_call>\n{"name": "guess", "arguments": {"word": "crane"}}\n</tool_call>'
 
 
-def test_the_game_through_the_guess_tool_keeps_the_secret_until_the_end():
-    env = WordleToolEnv()
+@pytest.fixture(scope="module")
+def server_url():
+    from wordle_rl.server import ServerConfig, ServerThread
+
+    with ServerThread(ServerConfig(port=0)) as srv:
+        yield srv.url
+
+
+@pytest.mark.parametrize("where", ["in-process", "server"])
+def test_the_game_through_the_guess_tool_keeps_the_secret_until_the_end(where, request):
+    env = WordleToolEnv(env_url=request.getfixturevalue("server_url") if where == "server" else None)
     seen = env.reset(answer="abide", history=[["crane", None]])
     assert "CRANE XXYXG" in seen and "5" in seen
     texts = [env.guess("slate"), env.guess("zzzzz")]
     assert texts[0].startswith("SLATE: XXYXG") and "Refused (not in word list)" in texts[1]
     assert not any("abide" in t.lower() for t in [seen, *texts]) and env.get_reward() == 0.0
+    assert "answer" not in env.state and not env.state["done"]
     assert env.guess(" ABIDE ").endswith("You won!") and env.get_reward() == 3.0  # won in 4 turns: 7 - 4
     with pytest.raises(ValueError, match="game is over"):
         env.guess("crane")
     env.reset(answer="crane")  # the same instance, reused by TRL across batches
     assert env.get_reward() == 0.0 and env.guess("crane").endswith("You won!") and env.get_reward() == 6.0
+    if where == "server":
+        env.game.close()
 
 
 @pytest.mark.slow

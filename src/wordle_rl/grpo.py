@@ -207,7 +207,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         self._sft_draw = (self.state.global_step, drawn)
         k, rank = self.state.global_step * self.args.gradient_accumulation_steps + drawn, self.accelerator.process_index
         self.last_sft_games = self.sft_batches.indices(k, rank)
-        batch = self.sft_batches.batch(k, rank)
+        batch = self.sft_batches.collate_games(self.last_sft_games)
         batch = {k: v.to(model.device) for k, v in batch.items()}
         hard, soft, _, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
         self._metrics["train"]["sft/hard_loss"].append(hard.item())
@@ -300,11 +300,10 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     model, tok = load_model(cfg.model, threads=cfg.threads)
     rows = load_rl_rows(cfg.data, cfg.splits if Path(cfg.splits).is_file() else None)
     prompts = []
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows):  # the row travels with its prompt to the rollout
         p = [dict(m) for m in r["prompt"]]
         p[0][ROW_KEY] = i
         prompts.append({"prompt": p})
-    dataset = Dataset.from_list(prompts)
     env_factory = None
     if cfg.rollout == "tools":
         from wordle_rl.env import EnvConfig
@@ -316,12 +315,15 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
                                                  {"role": "user", "content": first}],
                                       "answer": r["answer"], "history": [list(t) for t in r.get("history") or []]}
                                      for r in rows])
-        env_factory = tool_env_factory(EnvConfig(max_turns=cfg.max_turns, hard=cfg.hard), RewardContext())
+        env_factory = tool_env_factory(EnvConfig(max_turns=cfg.max_turns, hard=cfg.hard),
+                                       None if cfg.env_url else RewardContext(), cfg.env_url)
         rollout, reward_funcs, cfg.reward_weights = None, None, None  # the environment owns the reward
     elif cfg.rollout == "branch":
+        dataset = Dataset.from_list(prompts)
         rollout, reward_funcs = BranchRollout(cfg, rows, tok), [game_return_reward]
         cfg.reward_weights = [1.0]
     else:
+        dataset = Dataset.from_list(prompts)
         rollout = WordleRollout(cfg, rows, tok)
         reward_funcs = make_reward_funcs(rollout.style, cfg.hard, cfg.max_turns)
         cfg.reward_weights = RewardWeights.from_any(cfg.reward_preset).as_list()

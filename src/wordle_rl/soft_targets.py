@@ -321,7 +321,11 @@ class SftBatches:
     def batch(self, k: int, rank: int = 0) -> dict:
         """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels, soft_index,
         soft_probs)."""
-        return self.collate([self._encode(self.dataset[i]) for i in self.indices(k, rank)])
+        return self.collate_games(self.indices(k, rank))
+
+    def collate_games(self, indices: list[int]) -> dict:
+        """The batch of the SFT games at ``indices``."""
+        return self.collate([self._encode(self.dataset[i]) for i in indices])
 
     def _encode(self, row: dict) -> dict:
         enc = self.tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
