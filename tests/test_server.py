@@ -210,3 +210,20 @@ def test_openenv_typed_client_plays_sync_and_async(server):
             return await env.step(WordleAction(message="<guess>crane</guess>"))
 
     assert asyncio.run(play()).observation.state["turn"] == 1
+
+
+def test_eval_plays_the_same_games_on_the_server_as_in_process():
+    from wordle_rl.evaluate import EvalConfig, SolverPolicy, run_eval
+    from wordle_rl.solvers import EntropySolver
+    from wordle_rl.splits import make_splits
+    from wordle_rl.words import load_word_lists
+
+    words = load_word_lists()
+    answers = make_splits(words, seed=0).test[:12]
+    policy = SolverPolicy(EntropySolver(words), PromptStyle("xml", think=False))
+    cfg = ServerConfig(port=0, env=EnvConfig(style=PromptStyle("xml", think=False)))
+    with ServerThread(cfg) as srv:  # every game of the split holds a session at once
+        runs = [run_eval(policy, answers, EvalConfig(style="xml", think=False, train_sample=False, env_url=url),
+                         None, words) for url in (None, srv.url)]
+    local, served = (r["metrics"] for r in runs)
+    assert local == served and local["games"] == 12 and local["win_rate"] == 1.0

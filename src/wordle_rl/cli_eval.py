@@ -126,6 +126,7 @@ def eval_cmd(
     think: ThinkOpt = False,
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+    env_url: Annotated[str | None, typer.Option(help="Play on `wordle-rl serve` at this URL.")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")] = None,
     train_data: Annotated[list[Path] | None, typer.Option(
         help="The model's training data (SFT and RL data folders or JSONL files; repeat the option): audit which "
@@ -141,7 +142,7 @@ def eval_cmd(
     try:
         cfg = EvalConfig(split=split, splits=str(splits), decode=decode, temperature=temperature, seed=seed,
                          batch_size=batch_size, max_new_tokens=max_new_tokens, train_sample=train_sample,
-                         limit=limit, style=style, think=think, threads=threads)
+                         limit=limit, style=style, think=think, threads=threads, env_url=env_url)
         st = PromptStyle(style, think=think)
         if model is not None:
             from wordle_rl.models import check_prompt_style

@@ -29,7 +29,7 @@ import numpy as np
 
 from wordle_rl.audit import TrainingIndex, audit_games, audit_summary
 from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.game import score_pairs
+from wordle_rl.game import score_pairs, str_to_pattern
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
@@ -57,6 +57,8 @@ class EvalConfig:
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+    env_url: str | None = field(default=None, metadata={
+        "help": "Play on `wordle-rl serve` at this URL (not --blind; one session per game of the split)."})
 
     def __post_init__(self) -> None:
         if self.decode not in DECODE_MODES:
@@ -204,10 +206,38 @@ class EndpointPolicy:
 
 
 # --------------------------------------------------------------------------- play + metrics
-def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardContext, progress=None) -> list[dict]:
-    """Every answer played to the end; returns one record per game with every turn."""
+class ServedGame:
+    """One game on a ``wordle-rl serve`` server (:class:`wordle_rl.client.RemoteEnv`), with what the policies and
+    :func:`play_games` read of an in-process game: ``messages``, ``played``, ``done``, ``won``, ``turns_used``."""
+
+    def __init__(self, url: str, answer: str):
+        from wordle_rl.client import RemoteEnv
+
+        self.remote, self._answer, self.won = RemoteEnv(url), answer, False
+        self._sync(self.remote.reset(answer=answer))
+
+    def _sync(self, obs) -> None:
+        self.messages, self.done, self.turns_used = obs.messages, obs.done, obs.state["turn"]
+        self.played = [(h["guess"], str_to_pattern(h["pattern"])) for h in obs.state["history"]]
+
+    def step(self, text: str):
+        res = self.remote.step(text)
+        self._sync(res.observation)
+        if res.done:
+            self.won = bool(res.info.get("won"))
+            self.remote.close()
+        return res
+
+
+def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardContext, progress=None,
+               env_url: str | None = None) -> list[dict]:
+    """Every answer played to the end (on the server at ``env_url`` when given); one record per game with every
+    turn."""
     envs = []
     for a in answers:
+        if env_url:
+            envs.append(ServedGame(env_url, a))
+            continue
         e = WordleEnv(env_config, ctx=ctx)
         e.reset(answer=a)
         envs.append(e)
@@ -288,7 +318,7 @@ def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None
     style = PromptStyle(cfg.style, think=cfg.think)
     env_cfg = EnvConfig(style=style, hard=cfg.hard)
     t0 = time.perf_counter()
-    games = play_games(policy, answers, env_cfg, ctx, progress)
+    games = play_games(policy, answers, env_cfg, ctx, progress, cfg.env_url)
     wall = time.perf_counter() - t0
     result = {"policy": policy.name, "decode": getattr(policy, "decode", "n/a"), "split": cfg.split,
               "config": asdict(cfg), "metrics": metrics(games), "wall_s": round(wall, 2), **(meta or {})}
@@ -298,7 +328,7 @@ def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None
     train_games = []
     if cfg.train_sample and train_answers:
         sample = random.Random(cfg.seed).sample(train_answers, min(len(answers), len(train_answers)))
-        train_games = play_games(policy, sample, env_cfg, ctx, progress)
+        train_games = play_games(policy, sample, env_cfg, ctx, progress, cfg.env_url)
         result["train_sample_metrics"] = metrics(train_games)
         result["generalisation_gap"] = result["train_sample_metrics"]["win_rate"] - result["metrics"]["win_rate"]
     if out is not None:
