@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from wordle_rl.game import consistent_with
 from wordle_rl.rewards import as_history, game_return
 from wordle_rl.rollout import ROW_KEY, WordleRollout
 
@@ -77,7 +78,7 @@ class BranchRollout(WordleRollout):
         """Index of the first decision whose greedy move was refused or does not fit the feedback before it."""
         for k, state in enumerate(states):
             guess = moves[k][0]
-            if guess is None or any(self.ctx.score(g, guess) != p for g, p in as_history(state)):
+            if guess is None or not consistent_with(as_history(state), guess):
                 return k
         return None
 

@@ -259,7 +259,6 @@ class WordleRollout:
         vllm = trainer.vllm_generation if getattr(trainer, "use_vllm", False) else None
         games = self.play(trainer.model, row_ids, vllm)
         g = self.cfg.num_generations
-        self.last_rows = [self.rows[r] for r in row_ids]
         tries = 0
         while tries < self.cfg.resample_zero_spread:
             flat = [k for k in range(0, len(games), g) if np.ptp([x["reward"] for x in games[k:k + g]]) == 0]
@@ -269,7 +268,9 @@ class WordleRollout:
             replay = self.play(trainer.model, [r for r in new_rows for _ in range(g)], vllm)
             for n, k in enumerate(flat):
                 games[k:k + g] = replay[n * g:(n + 1) * g]
+                row_ids[k:k + g] = [new_rows[n]] * g
             tries += 1
+        self.last_rows = [self.rows[r] for r in row_ids]
         spread = [np.ptp([x["reward"] for x in games[k:k + g]]) for k in range(0, len(games), g)]
         dt = time.perf_counter() - t0
         moves = [e for x in games for e in x["errors"]]
