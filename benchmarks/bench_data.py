@@ -1,7 +1,8 @@
-"""Benchmark SFT data generation: 20,000 solver games (xml style with rationales), rendered and written.
+"""Benchmark SFT data generation: 20,000 solver games (xml style with rationales), rendered and
+written.
 
-Run on an idle machine: ``python benchmarks/bench_data.py [--games 20000]``. Prints JSON. Cold start:
-the solvers' memo starts empty (the pattern matrix and openers come from the disk cache).
+Run on an idle machine: ``python benchmarks/bench_data.py [--games 20000]``. Prints JSON. Cold
+start: the solvers' memo starts empty (the pattern matrix and openers come from the disk cache).
 """
 
 from __future__ import annotations
@@ -30,9 +31,19 @@ def main() -> None:
         write_jsonl(rows, Path(d) / "sft.jsonl")
         write = time.perf_counter() - t
         size = (Path(d) / "sft.jsonl").stat().st_size
-    print(json.dumps({"games": len(rows), "generate_s": round(gen, 1), "write_jsonl_s": round(write, 2),
-                      "total_s": round(gen + write, 1), "jsonl_mb": round(size / 2**20, 1),
-                      "games_per_s": round(len(rows) / (gen + write), 1)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "games": len(rows),
+                "generate_s": round(gen, 1),
+                "write_jsonl_s": round(write, 2),
+                "total_s": round(gen + write, 1),
+                "jsonl_mb": round(size / 2**20, 1),
+                "games_per_s": round(len(rows) / (gen + write), 1),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

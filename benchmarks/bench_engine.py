@@ -1,4 +1,5 @@
-"""Benchmark the game engine: pattern matrix cold build, load from the disk cache, vectorised score throughput.
+"""Benchmark the game engine: pattern matrix cold build, load from the disk cache, vectorised score
+throughput.
 
 Run on an idle machine: ``python benchmarks/bench_engine.py``. Prints JSON.
 """
@@ -12,7 +13,13 @@ import time
 
 import numpy as np
 
-from wordle_rl.game import build_pattern_matrix, clear_matrix_memo, pattern_matrix, score, score_pairs
+from wordle_rl.game import (
+    build_pattern_matrix,
+    clear_matrix_memo,
+    pattern_matrix,
+    score,
+    score_pairs,
+)
 from wordle_rl.words import encode_words, load_word_lists
 
 

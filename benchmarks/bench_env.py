@@ -3,9 +3,10 @@
 
 Run on an idle machine: ``python benchmarks/bench_env.py``. Prints JSON.
 
-Steps replay solver games (entropy solver, random answers): each reset + every step of the game is timed.
-Rewards: 1,000 completions laid out as GRPO sees them (125 states from solver games at depth 0-4, 8
-completions per state: solver guess, random allowed words, a repeat, malformed text), all 8 components.
+Steps replay solver games (entropy solver, random answers): each reset + every step of the game is
+timed. Rewards: 1,000 completions laid out as GRPO sees them (125 states from solver games at depth
+0-4, 8 completions per state: solver guess, random allowed words, a repeat, malformed text), all 8
+components.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import time
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.game import pattern_to_str
 from wordle_rl.prompts import PromptStyle
-from wordle_rl.rewards import RewardContext, make_reward_funcs
+from wordle_rl.reward_funcs import make_reward_funcs
+from wordle_rl.rewards import RewardContext
 from wordle_rl.solvers import EntropySolver, play_game
 
 
@@ -29,7 +31,10 @@ def main(n_games: int = 1000, seed: int = 0) -> None:
     games = [(a, play_game(solver, a).guesses) for a in rng.choices(words.answers, k=n_games)]
     out: dict = {}
     for info in (True, False):
-        env = WordleEnv(EnvConfig(style=PromptStyle("xml", think=False), info_gain=info), ctx=RewardContext(words))
+        env = WordleEnv(
+            EnvConfig(style=PromptStyle("xml", think=False), info_gain=info),
+            ctx=RewardContext(words),
+        )
         texts = [(a, [f"<guess>{g}</guess>" for g in gs]) for a, gs in games]
         steps = 0
         t = time.perf_counter()
@@ -51,7 +56,9 @@ def main(n_games: int = 1000, seed: int = 0) -> None:
         rec = play_game(solver, a)
         hist = [[g, pattern_to_str(p)] for g, p in zip(rec.guesses[:depth], rec.patterns[:depth])]
         options = [f"<think>best split</think><guess>{gs[depth]}</guess>"]
-        options += [f"<think>try</think><guess>{rng.choice(words.allowed)}</guess>" for _ in range(5)]
+        options += [
+            f"<think>try</think><guess>{rng.choice(words.allowed)}</guess>" for _ in range(5)
+        ]
         options.append(f"<think>again</think><guess>{hist[0][0] if hist else 'qqqqq'}</guess>")
         options.append("I think the word is crane")
         for c in options:

@@ -1,9 +1,10 @@
-"""Load test of the environment server on loopback: N concurrent WebSocket clients play whole games with
-the entropy solver until G games are done. Reports errors, throughput, step latency percentiles and the
-server's resident memory over time.
+"""Load test of the environment server on loopback: N concurrent WebSocket clients play whole games
+with the entropy solver until G games are done. Reports errors, throughput, step latency percentiles
+and the server's resident memory over time.
 
-Run on an idle machine: ``python benchmarks/bench_server.py --clients 256 --games 10000``. Prints JSON.
-The server runs as its own process (``wordle-rl serve``); requests go to 127.0.0.1 only and stop by themselves.
+Run on an idle machine: ``python benchmarks/bench_server.py --clients 256 --games 10000``. Prints
+JSON. The server runs as its own process (``wordle-rl serve``); requests go to 127.0.0.1 only and
+stop by themselves.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ async def _client(url: str, solver: EntropySolver, stats: dict, budget: dict, ci
             while not done:
                 guess = solver.guess(history)
                 t = time.perf_counter()
-                step = {"type": "step", "data": {"message": f"<think></think><guess>{guess}</guess>"}}
+                step = {
+                    "type": "step",
+                    "data": {"message": f"<think></think><guess>{guess}</guess>"},
+                }
                 await ws.send(json.dumps(step))
                 reply = json.loads(await ws.recv())
                 stats["lat"].append(time.perf_counter() - t)
@@ -88,10 +92,22 @@ async def _run(url: str, clients: int, games: int, pid: int) -> dict:
 
 @contextlib.contextmanager
 def served(max_sessions: int):
-    """``wordle-rl serve`` as its own process on a free loopback port: yields ``(port, process)`` once healthy."""
+    """``wordle-rl serve`` as its own process on a free loopback port: yields ``(port, process)``
+    once healthy."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "wordle_rl.cli", "serve", "--port", str(port),
-                             "--max-sessions", str(max_sessions)], env=os.environ.copy())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wordle_rl.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--max-sessions",
+            str(max_sessions),
+        ],
+        env=os.environ.copy(),
+    )
     try:
         for _ in range(300):
             try:
@@ -115,13 +131,29 @@ def main() -> None:
         s = asyncio.run(_run(f"ws://127.0.0.1:{port}/ws", args.clients, args.games, proc.pid))
         lat = sorted(s["lat"])
         q = lambda p: round(1000 * lat[min(len(lat) - 1, int(p * len(lat)))], 2)  # noqa: E731
-        print(json.dumps({
-            "clients": args.clients, "games": s["games"], "wins": s["wins"], "steps": s["steps"],
-            "errors": s["errors"], "wall_s": round(s["wall_s"], 1),
-            "games_per_s": round(s["games"] / s["wall_s"], 1), "steps_per_s": round(s["steps"] / s["wall_s"], 1),
-            "step_latency_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(1000 * lat[-1], 1)},
-            "server_rss_mb_start": round(rss0, 1), "server_rss_mb_by_games": s["rss"],
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "clients": args.clients,
+                    "games": s["games"],
+                    "wins": s["wins"],
+                    "steps": s["steps"],
+                    "errors": s["errors"],
+                    "wall_s": round(s["wall_s"], 1),
+                    "games_per_s": round(s["games"] / s["wall_s"], 1),
+                    "steps_per_s": round(s["steps"] / s["wall_s"], 1),
+                    "step_latency_ms": {
+                        "p50": q(0.5),
+                        "p90": q(0.9),
+                        "p99": q(0.99),
+                        "max": round(1000 * lat[-1], 1),
+                    },
+                    "server_rss_mb_start": round(rss0, 1),
+                    "server_rss_mb_by_games": s["rss"],
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

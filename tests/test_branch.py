@@ -1,4 +1,5 @@
-"""Branch rollouts and the strict game return: one decision per completion, outcomes ordered strictly."""
+"""Branch rollouts and the strict game return: one decision per completion, outcomes ordered
+strictly."""
 
 import json
 
@@ -16,8 +17,11 @@ from wordle_rl.models import load_model
 from wordle_rl.rewards import game_return
 from wordle_rl.rollout import ROW_KEY
 
-MOVES = st.lists(st.sampled_from(["crane", "slate", "moist", "pious", "abbey", "xxxxx", "<guess>", "nymph"]),
-                 min_size=1, max_size=6)
+MOVES = st.lists(
+    st.sampled_from(["crane", "slate", "moist", "pious", "abbey", "xxxxx", "<guess>", "nymph"]),
+    min_size=1,
+    max_size=6,
+)
 
 
 def _play(answer: str, moves: list[str]) -> tuple[bool, int, float]:
@@ -35,8 +39,13 @@ def _play(answer: str, moves: list[str]) -> tuple[bool, int, float]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(["pious", "abbey", "nymph"]), MOVES, st.sampled_from(["pious", "abbey", "nymph"]), MOVES,
-       st.floats(0, 0.999))
+@given(
+    st.sampled_from(["pious", "abbey", "nymph"]),
+    MOVES,
+    st.sampled_from(["pious", "abbey", "nymph"]),
+    MOVES,
+    st.floats(0, 0.999),
+)
 def test_game_return_orders_outcomes_strictly(answer_a, moves_a, answer_b, moves_b, shaping):
     a, b = _play(answer_a, moves_a), _play(answer_b, moves_b)
     ra, rb = (game_return(won, turns, 6, legal, shaping) for won, turns, legal in (a, b))
@@ -68,15 +77,27 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     rows = load_rl_rows(root / "rl")
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "b"),
-                           num_generations=4, per_device_train_batch_size=8, max_turn_tokens=10, rollout="branch",
-                           temperature=1.5)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(root / "b"),
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_turn_tokens=10,
+        rollout="branch",
+        temperature=1.5,
+    )
     ro = BranchRollout(cfg, rows, tok)
     # the greedy path is deterministic: the same rows played twice give the same games
     again = [ro.play(model, [0, 3], sample_turns=0) for _ in range(2)]
     assert [g["completion_ids"] for g in again[0]] == [g["completion_ids"] for g in again[1]]
     torch.manual_seed(0)
-    out = ro([[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)], _trainer(model))
+    out = ro(
+        [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
+        _trainer(model),
+    )
     assert len(out["completion_ids"]) == 8 and out["logprobs"] is None
     for k in range(0, 8, 4):
         group = range(k, k + 4)
@@ -86,16 +107,26 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
             assert guess.upper() in prompt.upper()
         for i in group:
             completion = tok.decode(out["completion_ids"][i], skip_special_tokens=False)
-            assert "<|im_start|>" not in completion and completion.count("<|im_end|>") <= 1  # one move only
+            assert (
+                "<|im_start|>" not in completion and completion.count("<|im_end|>") <= 1
+            )  # one move only
             assert out["env_mask"][i] == [1] * len(out["completion_ids"][i])
             assert out["episode_return"][i] == game_return(out["won"][i], out["turns"][i], 6)
             assert out["won"][i] or out["turns"][i] == 6
-    # endgame states: the first state of the greedy game in which the row's answer is the only fitting answer word
+    # endgame states: the first state of the greedy game in which the row's answer is the only
+    # fitting answer word
     cfg.branch_states = "endgame"
     end = BranchRollout(cfg, rows, tok)
-    out = end([[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)], _trainer(model))
-    assert end._only_fit([["crane", "GXYYG"]], "canoe") and not end._only_fit([["crane", "XXXXX"]], "moist")
-    greedy = end.play(model, [0, 3], sample_turns=0)  # the groups' greedy games, batched as the rollout does
+    out = end(
+        [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
+        _trainer(model),
+    )
+    assert end._only_fit([["crane", "GXYYG"]], "canoe") and not end._only_fit(
+        [["crane", "XXXXX"]], "moist"
+    )
+    greedy = end.play(
+        model, [0, 3], sample_turns=0
+    )  # the groups' greedy games, batched as the rollout does
     for k, r, game in ((0, 0, greedy[0]), (4, 3, greedy[1])):
         states = decision_states(rows[r], game["moves"])
         only = [s for s in states if end._only_fit(s, rows[r]["answer"])]
@@ -103,41 +134,73 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
             prompt = tok.decode(out["prompt_ids"][k])
             assert all(g.upper() in prompt.upper() for g, _ in only[0])
             assert prompt.upper().count("<|IM_START|>ASSISTANT") == len(only[0]) + 1
-    # mistake states: the first decision whose greedy move was refused or does not fit the feedback before it
+    # mistake states: the first decision whose greedy move was refused or does not fit the feedback
+    # before it
     fit = [["raise", pattern_to_str(score("raise", "mount"))]]
     states = [[], fit, fit + [["could", pattern_to_str(score("could", "mount"))]]]
     assert end._first_mistake(states, [("raise", "x"), ("could", "x"), ("mount", "x")]) is None
-    assert end._first_mistake(states, [("raise", "x"), ("crane", "x"), ("mount", "x")]) == 1  # R in RAISE is gone
+    assert (
+        end._first_mistake(states, [("raise", "x"), ("crane", "x"), ("mount", "x")]) == 1
+    )  # R in RAISE is gone
     assert end._first_mistake(states[:2], [("raise", "x"), (None, None)]) == 1  # refused
     cfg.branch_states = "mistake"
     mis = BranchRollout(cfg, rows, tok)
-    mis([[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)], _trainer(model))
+    mis(
+        [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
+        _trainer(model),
+    )
     assert 0 <= mis.last_stats["wordle/branch_on_mistake"] <= 1
     stats = ro.last_stats
-    assert 0 <= stats["wordle/greedy_win_rate"] <= 1 and 1 <= stats["wordle/greedy_mean_guesses"] <= 7
+    assert (
+        0 <= stats["wordle/greedy_win_rate"] <= 1 and 1 <= stats["wordle/greedy_mean_guesses"] <= 7
+    )
     assert stats["wordle/branch_depth"] >= 0
 
 
 def test_decision_states_stop_at_the_first_refused_move():
     row = {"history": [["raise", pattern_to_str(score("raise", "mount"))]]}
-    moves = [("could", pattern_to_str(score("could", "mount"))), ("zzzzz", None), ("mount", "GGGGG")]
+    moves = [
+        ("could", pattern_to_str(score("could", "mount"))),
+        ("zzzzz", None),
+        ("mount", "GGGGG"),
+    ]
     moves[1] = (None, None)
     states = decision_states(row, moves)
-    assert [len(s) for s in states] == [1, 2]  # before COULD, and before the refused move; never after it
+    assert [len(s) for s in states] == [
+        1,
+        2,
+    ]  # before COULD, and before the refused move; never after it
 
 
 def test_grpo_with_branch_rollouts_trains(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out = root / "run-branch"
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
-                           num_generations=4, per_device_train_batch_size=8, max_turn_tokens=8, threads=1,
-                           learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True, rollout="branch",
-                           sft_data=str(root / "sft"), sft_coef=0.5, sft_batch_size=4)
+    cfg = WordleGRPOConfig(
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out),
+        max_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_turn_tokens=8,
+        threads=1,
+        learning_rate=1e-2,
+        temperature=1.5,
+        save_steps=2,
+        disable_tqdm=True,
+        rollout="branch",
+        sft_data=str(root / "sft"),
+        sft_coef=0.5,
+        sft_batch_size=4,
+    )
     run_grpo(cfg)
     log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
     assert len(log) == 2 and all(abs(e["loss"]) < 1e6 for e in log)
-    assert all("wordle/greedy_win_rate" in e and "rewards/game_return_reward/mean" in e for e in log)
+    assert all(
+        "wordle/greedy_win_rate" in e and "rewards/game_return_reward/mean" in e for e in log
+    )
     after = load_model(str(out))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ValueError, match="takes no reward curriculum"):

@@ -15,7 +15,9 @@ def test_play_rejects_invalid_words_without_costing_a_turn():
 
 
 def test_play_loses_and_reveals(tmp_path):
-    r = runner.invoke(app, ["play", "--answer", "abide", "--max-turns", "2"], input="crane\nslate\n")
+    r = runner.invoke(
+        app, ["play", "--answer", "abide", "--max-turns", "2"], input="crane\nslate\n"
+    )
     assert r.exit_code == 0
     assert "The word was ABIDE" in r.output
 
@@ -29,7 +31,10 @@ def test_solve_one_and_all(tmp_path):
     r = runner.invoke(app, ["solve", "--answer", "speed", "--solver", "entropy"])
     assert r.exit_code == 0 and "Solved in" in r.output
     out = tmp_path / "res.json"
-    r = runner.invoke(app, ["solve", "--all", "--limit", "30", "--solver", "random", "--seed", "1", "--out", str(out)])
+    r = runner.invoke(
+        app,
+        ["solve", "--all", "--limit", "30", "--solver", "random", "--seed", "1", "--out", str(out)],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
     assert res["n_games"] == 30 and len(res["games"]) == 30
@@ -49,7 +54,17 @@ def test_solve_errors_are_clear(tmp_path):
 
 
 def test_rewards_explain_typed_and_transcript(tmp_path):
-    r = runner.invoke(app, ["rewards", "explain", "--answer", "abide", "--guesses", "crane,<guess>qqqqq</guess>,abide"])
+    r = runner.invoke(
+        app,
+        [
+            "rewards",
+            "explain",
+            "--answer",
+            "abide",
+            "--guesses",
+            "crane,<guess>qqqqq</guess>,abide",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "not_in_wo" in r.output and "won in 3 turns" in r.output
     f = tmp_path / "games.jsonl"
@@ -60,7 +75,9 @@ def test_rewards_explain_typed_and_transcript(tmp_path):
     f.write_text('{"answer": "crane"}\n')
     r = runner.invoke(app, ["rewards", "explain", "--transcript", str(f)])
     assert r.exit_code == 2 and ":1: expected" in r.output
-    r = runner.invoke(app, ["rewards", "explain", "--answer", "crane", "--guesses", "slate", "--preset", "nope"])
+    r = runner.invoke(
+        app, ["rewards", "explain", "--answer", "crane", "--guesses", "slate", "--preset", "nope"]
+    )
     assert r.exit_code == 2 and "unknown reward preset" in r.output
 
 
@@ -69,7 +86,9 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
     from wordle_rl.grpo import WordleGRPOConfig
     from wordle_rl.sft import WordleSFTConfig
 
-    cfg = _parse_config(WordleSFTConfig, None, ["--output_dir", str(tmp_path), "--max-steps", "3", "--lora", "true"])
+    cfg = _parse_config(
+        WordleSFTConfig, None, ["--output_dir", str(tmp_path), "--max-steps", "3", "--lora", "true"]
+    )
     assert cfg.max_steps == 3 and cfg.lora is True and cfg.report_to in ("none", [])
     f = tmp_path / "grpo.yaml"
     f.write_text(f"output_dir: {tmp_path}\nnum_generations: 4\nper_device_train_batch_size: 8\n")
@@ -87,31 +106,74 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
 def test_data_sft_wide_games_and_check(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
-    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "24", "--no-think",
-                            "--wide-share", "0.5", "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "data",
+            "sft",
+            "--splits",
+            str(splits),
+            "--games",
+            "24",
+            "--no-think",
+            "--wide-share",
+            "0.5",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
     assert r.exit_code != 0 and "not in the answer list" in r.output
-    r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits), "--allow-outside"])
-    assert r.exit_code == 0 and "24 rows" in r.output and "outside the answer list" in r.output, r.output
-    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "2", "--wide-share", "2"])
+    r = runner.invoke(
+        app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits), "--allow-outside"]
+    )
+    assert r.exit_code == 0 and "24 rows" in r.output and "outside the answer list" in r.output, (
+        r.output
+    )
+    r = runner.invoke(
+        app, ["data", "sft", "--splits", str(splits), "--games", "2", "--wide-share", "2"]
+    )
     assert r.exit_code != 0 and "wide_share must be between 0 and 1" in r.output
 
 
 def test_data_sft_word_pattern_exercises_and_check(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
-    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "20", "--no-think",
-                            "--recall-share", "0", "--lexicon-share", "0.5", "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "data",
+            "sft",
+            "--splits",
+            str(splits),
+            "--games",
+            "20",
+            "--no-think",
+            "--recall-share",
+            "0",
+            "--lexicon-share",
+            "0.5",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0 and "20 games + 10 word-pattern exercises" in r.output, r.output
     r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
-    assert r.exit_code == 0 and "30 rows (10 word-pattern exercises, no target)" in r.output, r.output
+    assert r.exit_code == 0 and "30 rows (10 word-pattern exercises, no target)" in r.output, (
+        r.output
+    )
     rows = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
     rows[-1]["lexicon"]["word"] = "zzzzz"
     (tmp_path / "bad.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
     r = runner.invoke(app, ["data", "check", str(tmp_path / "bad.jsonl"), "--splits", str(splits)])
-    assert r.exit_code != 0 and "bad.jsonl:30: exercise word 'zzzzz' is not in the answer list" in r.output, r.output
-    r = runner.invoke(app, ["data", "sft", "--splits", str(splits), "--games", "2", "--lexicon-share", "-1"])
+    assert (
+        r.exit_code != 0
+        and "bad.jsonl:30: exercise word 'zzzzz' is not in the answer list" in r.output
+    ), r.output
+    r = runner.invoke(
+        app, ["data", "sft", "--splits", str(splits), "--games", "2", "--lexicon-share", "-1"]
+    )
     assert r.exit_code != 0 and "lexicon_share must be at least 0" in r.output
 
 
@@ -119,15 +181,46 @@ def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
     splits, rl = tmp_path / "splits.json", tmp_path / "rl"
     r = runner.invoke(app, ["data", "split", "--rl-share", "0.2", "--out", str(splits)])
     assert r.exit_code == 0 and "train 1481 / rl 370 / val 232 / test 232" in r.output, r.output
-    r = runner.invoke(app, ["data", "rl", "--splits", str(splits), "--split", "rl", "--rows", "12", "--no-think",
-                            "--out", str(rl)])
+    r = runner.invoke(
+        app,
+        [
+            "data",
+            "rl",
+            "--splits",
+            str(splits),
+            "--split",
+            "rl",
+            "--rows",
+            "12",
+            "--no-think",
+            "--out",
+            str(rl),
+        ],
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits)])
     assert r.exit_code != 0 and "target" in r.output and "rl split" in r.output  # no SFT target
-    r = runner.invoke(app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits), "--split", "rl"])
+    r = runner.invoke(
+        app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits), "--split", "rl"]
+    )
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(splits), "--split", "rl", "--limit", "3",
-                            "--no-train-sample", "--out", str(tmp_path / "ev")])
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--solver",
+            "entropy",
+            "--splits",
+            str(splits),
+            "--split",
+            "rl",
+            "--limit",
+            "3",
+            "--no-train-sample",
+            "--out",
+            str(tmp_path / "ev"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert res["split"] == "rl" and res["metrics"]["games"] == 3
@@ -135,5 +228,7 @@ def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
     assert runner.invoke(app, ["data", "split", "--out", str(plain)]).exit_code == 0
     r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(plain), "--split", "rl"])
     assert r.exit_code != 0 and "the rl split" in r.output and "is empty" in r.output
-    r = runner.invoke(app, ["data", "rl", "--splits", str(plain), "--split", "dev", "--out", str(tmp_path / "x")])
+    r = runner.invoke(
+        app, ["data", "rl", "--splits", str(plain), "--split", "dev", "--out", str(tmp_path / "x")]
+    )
     assert r.exit_code != 0 and "unknown split 'dev'" in r.output

@@ -1,4 +1,5 @@
-"""Config files: the pipeline presets load and mean what they say; scaling-out files load with accelerate."""
+"""Config files: the pipeline presets load and mean what they say; scaling-out files load with
+accelerate."""
 
 from pathlib import Path
 
@@ -21,11 +22,14 @@ def test_accelerate_config_loads(path):
         assert cfg.deepspeed_config["zero_stage"] in (2, 3)
 
 
-PRESET_FILES = sorted((Path(__file__).resolve().parents[1] / "src" / "wordle_rl" / "configs").glob("*.yaml"))
+PRESET_FILES = sorted(
+    (Path(__file__).resolve().parents[1] / "src" / "wordle_rl" / "configs").glob("*.yaml")
+)
 
 
 def test_pipeline_presets_are_the_package_config_files(tmp_path):
-    """Each preset is a YAML file in the package; its values override the dataclass defaults, nothing else."""
+    """Each preset is a YAML file in the package; its values override the dataclass defaults,
+    nothing else."""
     import yaml
 
     from wordle_rl.config import PRESETS, ConfigError, PipelineConfig, load_config
@@ -39,7 +43,9 @@ def test_pipeline_presets_are_the_package_config_files(tmp_path):
             if isinstance(table, dict):
                 for key, value in table.items():
                     assert getattr(getattr(cfg, section), key) == value, (path.stem, section, key)
-    assert load_config("cpu-default") == PipelineConfig()  # the main job is the dataclasses' defaults
+    assert (
+        load_config("cpu-default") == PipelineConfig()
+    )  # the main job is the dataclasses' defaults
     (tmp_path / "bad.yaml").write_text("sft: [unclosed\n")
     with pytest.raises(ConfigError, match="cannot parse"):
         load_config(str(tmp_path / "bad.yaml"))

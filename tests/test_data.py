@@ -21,7 +21,9 @@ def splits(words):
 @pytest.fixture(scope="module")
 def sft_rows(splits, words):
     mix = {"entropy": 0.6, "search": 0.2, "candidate": 0.1, "random": 0.1}
-    return generate_sft(splits, SftConfig(games=150, seed=3, solver_mix=mix, think=True, recall_share=0.0), words)
+    return generate_sft(
+        splits, SftConfig(games=150, seed=3, solver_mix=mix, think=True, recall_share=0.0), words
+    )
 
 
 def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
@@ -39,7 +41,10 @@ def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
 
 def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
     held = make_splits(words, seed=0, rl_share=0.2)
-    assert (held.val, held.test) == (splits.val, splits.test)  # the held-out words do not depend on rl_share
+    assert (held.val, held.test) == (
+        splits.val,
+        splits.test,
+    )  # the held-out words do not depend on rl_share
     assert len(held.rl) == round(0.2 * len(splits.train)) and not set(held.rl) & set(held.train)
     assert sorted(held.train + held.rl) == splits.train
     held.save(tmp_path / "s.json")
@@ -87,7 +92,9 @@ def test_rationales_are_true(sft_rows, words):
     for row in sft_rows[:60]:
         history = [(g, str_to_pattern(p)) for g, p in row["history"]]
         assistant = [m for m in row["messages"] if m["role"] == "assistant"]
-        if row["refused_at"] is not None:  # a refused move has no rationale (checked by the replay test)
+        if (
+            row["refused_at"] is not None
+        ):  # a refused move has no rationale (checked by the replay test)
             assistant.pop(row["refused_at"])
         assert len(assistant) == len(history)
         for k, msg in enumerate(assistant):
@@ -123,7 +130,9 @@ def test_sft_variety_and_shape(sft_rows):
     s = stats(sft_rows)
     assert set(s["solver"]) == {"entropy", "search", "candidate", "random"}
     assert {"opener", "random_first", "solver"} <= set(s["start"])
-    assert all(r["won"] for r in sft_rows if r["solver"] != "random")  # solvers recover from imperfect starts
+    assert all(
+        r["won"] for r in sft_rows if r["solver"] != "random"
+    )  # solvers recover from imperfect starts
     for r in sft_rows:  # the candidate and random solvers' moves always fit the feedback so far
         if r["solver"] in ("candidate", "random"):
             hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
@@ -148,8 +157,13 @@ def test_same_seed_same_bytes(splits, words, tmp_path):
 
 
 def test_rl_rows(splits, words):
-    rows = generate_rl(splits, RlConfig(rows=300, seed=1, depth_mix={0: 0.2, 2: 0.5, 4: 0.3},
-                                        random_move_share=0.3, think=True), words)
+    rows = generate_rl(
+        splits,
+        RlConfig(
+            rows=300, seed=1, depth_mix={0: 0.2, 2: 0.5, 4: 0.3}, random_move_share=0.3, think=True
+        ),
+        words,
+    )
     assert all(r["split"] == "train" and splits.split_of(r["answer"]) == "train" for r in rows)
     depths = stats(rows)["history_depth"]
     assert set(depths) <= {0, 1, 2, 3, 4} and depths.get(2, 0) > 50
@@ -163,18 +177,29 @@ def test_rl_rows(splits, words):
     with pytest.raises(DataError, match="depth mix"):
         parse_depth_mix("0:1,9:1")
     assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
-    with pytest.raises(DataError, match="depths must be 0-4"):  # the config's dict is checked the same way
+    with pytest.raises(
+        DataError, match="depths must be 0-4"
+    ):  # the config's dict is checked the same way
         generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}, think=True), words)
 
 
 def test_solver_mix_is_parsed_and_checked(splits, words):
     assert parse_solver_mix("candidate:3,random:1,search:0") == {"candidate": 0.75, "random": 0.25}
-    for bad, why in (("candidate", "solver:weight pairs"), ("candidate:x", "solver:weight pairs"),
-                     ("oracle:1", "unknown solver"), ("random:0", "not all zero"), ("random:-1", "weights >= 0")):
+    for bad, why in (
+        ("candidate", "solver:weight pairs"),
+        ("candidate:x", "solver:weight pairs"),
+        ("oracle:1", "unknown solver"),
+        ("random:0", "not all zero"),
+        ("random:-1", "weights >= 0"),
+    ):
         with pytest.raises(DataError, match=why):
             parse_solver_mix(bad)
     with pytest.raises(DataError, match="unknown solver"):
-        generate_sft(splits, SftConfig(games=5, solver_mix={"oracle": 1.0}, think=True, recall_share=0.0), words)
+        generate_sft(
+            splits,
+            SftConfig(games=5, solver_mix={"oracle": 1.0}, think=True, recall_share=0.0),
+            words,
+        )
 
 
 def test_bad_files_name_file_line_and_reason(tmp_path, words):
@@ -182,9 +207,11 @@ def test_bad_files_name_file_line_and_reason(tmp_path, words):
     f.write_text('{"answer": "crane", "history": []}\n{"answer": "zzzzz"}\n[1, 2]\n')
     with pytest.raises(DataError, match=r"rows.jsonl:3: expected a JSON object"):
         read_jsonl(f)
-    f.write_text('{"answer": "crane", "history": []}\n{"answer": "zzzzz"}\n{"history": []}\n'
-                 '{"answer": "crane", "history": [["qqqqq", "GGXXX"]]}\n'
-                 '{"answer": "crane", "history": [["slate", "GQ"]]}\n')
+    f.write_text(
+        '{"answer": "crane", "history": []}\n{"answer": "zzzzz"}\n{"history": []}\n'
+        '{"answer": "crane", "history": [["qqqqq", "GGXXX"]]}\n'
+        '{"answer": "crane", "history": [["slate", "GQ"]]}\n'
+    )
     with pytest.raises(DataError) as e:
         validate_rows(read_jsonl(f), str(f), words)
     msg = str(e.value)
@@ -198,7 +225,8 @@ def test_bad_files_name_file_line_and_reason(tmp_path, words):
 
 
 def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
-    """Replay every conversation in the environment, asserting it is what the environment itself answers.
+    """Replay every conversation in the environment, asserting it is what the environment itself
+    answers.
 
     Returns ``(row, error code)`` for each refused move met."""
     from wordle_rl.env import EnvConfig, WordleEnv
@@ -216,7 +244,9 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
             if step.info["error"] is not None:
                 refused.append((row, step.info["error"]))
                 assert msgs[k]["train"] is False and k == 2 + 2 * row["refused_at"]
-            if step.done:  # the conversation ends on the winning guess, or on the last feedback of a lost game
+            if (
+                step.done
+            ):  # the conversation ends on the winning guess, or on the last feedback of a lost game
                 assert k + 2 >= len(msgs) and step.info["won"] == row["won"]
             else:
                 assert step.observation.messages[-1]["content"] == msgs[k + 1]["content"]
@@ -225,7 +255,8 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
 
 
 def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
-    """Every conversation, refused moves included, is what the environment itself answers to those moves."""
+    """Every conversation, refused moves included, is what the environment itself answers to those
+    moves."""
     refused = _replay(sft_rows, words)
     assert len(refused) > 5
     assert {err for _, err in refused} <= {"not_in_word_list", "wrong_length"}
@@ -233,11 +264,21 @@ def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
 
 
 def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
-    """A blend is a non-word spliced from two answer words that fit the feedback before it (or, where one word
-    fits, from a word at most two letters away); a repeat is an earlier guess; both follow the first feedback."""
-    rows = generate_sft(splits, SftConfig(games=300, seed=5, think=False, refused_share=1.0,
-                                          refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1"),
-                                          recall_share=0.0), words)
+    """A blend is a non-word spliced from two answer words that fit the feedback before it (or,
+    where one word fits, from a word at most two letters away); a repeat is an earlier guess; both
+    follow the first feedback."""
+    rows = generate_sft(
+        splits,
+        SftConfig(
+            games=300,
+            seed=5,
+            think=False,
+            refused_share=1.0,
+            refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1"),
+            recall_share=0.0,
+        ),
+        words,
+    )
     refused = _replay(rows, words, think=False)
     kinds = {row["refused_kind"] for row, _ in refused}
     assert kinds == {"blend", "misspelt", "repeat"}
@@ -255,23 +296,37 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
             fits = _candidates(words, before)
             if len(fits) < 2:
                 fits = [w for w in words.answers if sum(a != b for a, b in zip(w, near)) <= 2]
-            assert any(bad == a[:j] + b[j:] for a in fits + [near] for b in fits for j in range(1, 5))
+            assert any(
+                bad == a[:j] + b[j:] for a in fits + [near] for b in fits for j in range(1, 5)
+            )
     with pytest.raises(DataError, match="unknown refused-move"):
         parse_refused_kinds("typo:1")
     with pytest.raises(DataError, match="refused_share"):
-        generate_sft(splits, SftConfig(games=5, refused_share=1.5, think=True, recall_share=0.0), words)
+        generate_sft(
+            splits, SftConfig(games=5, refused_share=1.5, think=True, recall_share=0.0), words
+        )
 
 
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
-    def later_guesses(rows):  # every guess after the opener (all trained here: no exploration, no refusals)
+    def later_guesses(
+        rows,
+    ):  # every guess after the opener (all trained here: no exploration, no refusals)
         counts = {}
         for r in rows:
             for g, _ in r["history"][1:]:
                 counts[g] = counts.get(g, 0) + 1
         return counts
 
-    cfg = dict(games=300, seed=1, think=False, solver_mix={"candidate": 1.0}, random_first_share=0.0,
-               random_second_share=0.0, refused_share=0.0, recall_share=0.0)
+    cfg = dict(
+        games=300,
+        seed=1,
+        think=False,
+        solver_mix={"candidate": 1.0},
+        random_first_share=0.0,
+        random_second_share=0.0,
+        refused_share=0.0,
+        recall_share=0.0,
+    )
     plain = generate_sft(splits, SftConfig(**cfg), words)
     balanced = generate_sft(splits, SftConfig(**cfg, balance_share=1.0), words)
     assert check_leakage(balanced, splits) == len(balanced)
@@ -283,29 +338,42 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
     held_out = set(splits.val) | set(splits.test)
     plain_counts, bal_counts = later_guesses(plain), later_guesses(balanced)
     assert sum(n for w, n in bal_counts.items() if w in held_out) > 1.3 * sum(
-        n for w, n in plain_counts.items() if w in held_out)
+        n for w, n in plain_counts.items() if w in held_out
+    )
     assert len(bal_counts) > 1.3 * len(plain_counts)  # more different words written
     assert max(bal_counts.values()) < max(plain_counts.values())
     with pytest.raises(DataError, match="balance_share"):
-        generate_sft(splits, SftConfig(games=2, balance_share=1.5, think=True, recall_share=0.0), words)
+        generate_sft(
+            splits, SftConfig(games=2, balance_share=1.5, think=True, recall_share=0.0), words
+        )
 
 
 def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):
-    rows = generate_sft(splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5, recall_share=0.0), words)
+    rows = generate_sft(
+        splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5, recall_share=0.0), words
+    )
     wide = [r for r in rows if r["solver"] == "wide"]
     assert 20 < len(wide) < 60
     for r in rows:
         if r["solver"] == "wide":  # never an answer of any split, so never a val or test answer
-            assert r["split"] == "outside" and words.is_allowed(r["answer"]) and not words.is_answer(r["answer"])
+            assert (
+                r["split"] == "outside"
+                and words.is_allowed(r["answer"])
+                and not words.is_answer(r["answer"])
+            )
         else:
             assert splits.split_of(r["answer"]) == "train"
-    for r in wide:  # after the first guess, every guess is an allowed word that fits all feedback so far
+    for r in (
+        wide
+    ):  # after the first guess, every guess is an allowed word that fits all feedback so far
         hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
         for k in range(1, len(hist)):
             assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
         assert r["won"] == (hist[-1][0] == r["answer"])
     assert sum(r["won"] for r in wide) > 0.7 * len(wide)
-    assert any(not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1])  # non-answers are guessed too
+    assert any(
+        not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1]
+    )  # non-answers are guessed too
     with pytest.raises(DataError, match=r"LEAKAGE: \d+ row"):
         check_leakage(rows, splits)
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
@@ -318,14 +386,29 @@ def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits
     with pytest.raises(DataError, match="test split"):
         check_leakage(leaked, splits, allow_outside=True)
     with pytest.raises(DataError, match="wide_share"):
-        generate_sft(splits, SftConfig(games=2, wide_share=-0.1, think=True, recall_share=0.0), words)
+        generate_sft(
+            splits, SftConfig(games=2, wide_share=-0.1, think=True, recall_share=0.0), words
+        )
 
 
 def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(splits, words):
-    """With ``wide_answers_first`` a game on an outside word imitates fitting answer words as long as one fits, so
-    the hard labels agree with the soft letter targets; then the solver over every allowed word finishes it."""
-    rows = generate_sft(splits, SftConfig(games=120, seed=2, think=False, wide_share=0.5, wide_answers_first=True,
-                                          random_first_share=0.0, random_second_share=0.0, recall_share=0.0), words)
+    """With ``wide_answers_first`` a game on an outside word imitates fitting answer words as long
+    as one fits, so the hard labels agree with the soft letter targets; then the solver over every
+    allowed word finishes it."""
+    rows = generate_sft(
+        splits,
+        SftConfig(
+            games=120,
+            seed=2,
+            think=False,
+            wide_share=0.5,
+            wide_answers_first=True,
+            random_first_share=0.0,
+            random_second_share=0.0,
+            recall_share=0.0,
+        ),
+        words,
+    )
     wide = [r for r in rows if r["solver"] == "wide"]
     assert len(wide) > 30
     answer_guesses = outside_guesses = 0
@@ -335,7 +418,9 @@ def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(split
         for k in range(1, len(hist)):
             fits_any_answer = len(candidate_indices(words, hist[:k])) > 0
             guess = hist[k][0]
-            assert all(score(g, guess) == p for g, p in hist[:k])  # always a word that fits the feedback
+            assert all(
+                score(g, guess) == p for g, p in hist[:k]
+            )  # always a word that fits the feedback
             if fits_any_answer:
                 assert words.is_answer(guess)
                 answer_guesses += 1
@@ -346,8 +431,9 @@ def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(split
 
 
 def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
-    """A recall game plays an outside word next to an answer word W and ends on W, written where W is the only
-    answer word that fits (re-scored over the whole list); the words W are taken in turn from every split alike."""
+    """A recall game plays an outside word next to an answer word W and ends on W, written where W
+    is the only answer word that fits (re-scored over the whole list); the words W are taken in turn
+    from every split alike."""
     rows = generate_sft(splits, SftConfig(games=60, seed=4, think=False, recall_share=0.5), words)
     recall = [r for r in rows if r["solver"] == "recall"]
     assert len(recall) == 30 and len(rows) == 60
@@ -360,15 +446,23 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
         fits = [a for a in words.answers if all(score(g, a) == p for g, p in hist[:-1])]
         assert fits == [word]
         assert r["messages"][-1] == {"role": "assistant", "content": f"<guess>{word}</guess>"}
-        assert len(r["messages"]) == 2 + 2 * len(hist) - 1  # no feedback after W: the answer stays unsaid
-    assert len({r["recall"] for r in recall}) == len(recall)  # each word once before any comes again
-    assert {"train"} < {splits.split_of(r["recall"]) for r in recall}  # held-out words too, never as targets
+        assert (
+            len(r["messages"]) == 2 + 2 * len(hist) - 1
+        )  # no feedback after W: the answer stays unsaid
+    assert len({r["recall"] for r in recall}) == len(
+        recall
+    )  # each word once before any comes again
+    assert {"train"} < {
+        splits.split_of(r["recall"]) for r in recall
+    }  # held-out words too, never as targets
     with pytest.raises(DataError, match=r"LEAKAGE"):
         check_leakage(rows, splits)
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
     with pytest.raises(DataError, match="recall_share"):
         generate_sft(splits, SftConfig(games=2, recall_share=1.5, think=True), words)
-    with pytest.raises(DataError, match=r"within 1 turns in 2 tries"):  # one turn can never reach W: no endless loop
+    with pytest.raises(
+        DataError, match=r"within 1 turns in 2 tries"
+    ):  # one turn can never reach W: no endless loop
         recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
 
 
@@ -393,7 +487,9 @@ def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, w
     write_jsonl(rows + [dict(rows[0], answer=splits.val[0], history=[])], tmp_path / "leak.jsonl")
     with pytest.raises(DataError, match="val split"):
         load_rl_rows(tmp_path / "leak.jsonl", tmp_path / "splits.json")
-    r = next(w for w in wide if len(w["history"]) == 2)  # a game on an outside word plays to the end
+    r = next(
+        w for w in wide if len(w["history"]) == 2
+    )  # a game on an outside word plays to the end
     env = WordleEnv(words=words)
     env.reset(answer=r["answer"], history=[tuple(h) for h in r["history"]])
     played = {g for g, _ in r["history"]} | {r["answer"]}

@@ -8,16 +8,15 @@ from hypothesis import strategies as st
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.game import score
 from wordle_rl.prompts import PromptStyle
+from wordle_rl.reward_funcs import RewardCurriculum, make_reward_funcs
 from wordle_rl.rewards import (
     COMPONENTS,
     PRESETS,
     RANGES,
     RewardContext,
-    RewardCurriculum,
     RewardWeights,
     combine,
     episode_components,
-    make_reward_funcs,
 )
 from wordle_rl.solvers import EntropySolver, play_game
 
@@ -47,7 +46,12 @@ def test_full_game_and_secret_hidden(ctx):
     assert "answer" not in step.info and "abide" not in repr(step)
     assert step.info["components"]["valid"] == 1.0
     step = env.step("<guess>abide</guess>")
-    assert step.done and step.info["won"] and step.info["answer"] == "abide" and step.info["turns"] == 2
+    assert (
+        step.done
+        and step.info["won"]
+        and step.info["answer"] == "abide"
+        and step.info["turns"] == 2
+    )
     assert step.observation.state["answer"] == "abide"
     with pytest.raises(RuntimeError, match="over"):
         env.step("<guess>crane</guess>")
@@ -57,7 +61,11 @@ def test_lose_turn_and_retry_once(ctx):
     env = _env(ctx, invalid_policy="lose_turn")
     env.reset(answer="abide")
     s = env.step("crane")
-    assert s.info["error"] == "no_guess" and s.info["turn_lost"] and s.observation.state["guesses_left"] == 5
+    assert (
+        s.info["error"] == "no_guess"
+        and s.info["turn_lost"]
+        and s.observation.state["guesses_left"] == 5
+    )
     assert "Invalid move" in s.observation.messages[-1]["content"]
     env = _env(ctx, invalid_policy="retry_once")
     env.reset(answer="abide")
@@ -120,12 +128,17 @@ def test_weights_validation():
         RewardWeights.from_any({"style": 1.0})
 
 
-component_values = st.fixed_dictionaries({c: st.floats(*RANGES[c]) for c in COMPONENTS if c != "win"})
+component_values = st.fixed_dictionaries(
+    {c: st.floats(*RANGES[c]) for c in COMPONENTS if c != "win"}
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(component_values, min_size=1, max_size=6), st.lists(component_values, min_size=1, max_size=6),
-       st.integers(1, 6))
+@given(
+    st.lists(component_values, min_size=1, max_size=6),
+    st.lists(component_values, min_size=1, max_size=6),
+    st.integers(1, 6),
+)
 def test_lost_game_never_outscores_won_game(won_turns, lost_turns, won_at):
     won = [dict(t, win=0.0) for t in won_turns]
     won[-1]["win"] = 1.0 + 0.5 * (6 - min(won_at, 6)) / 5
@@ -149,12 +162,22 @@ def test_invalid_or_repeated_never_outscore_valid_new(words, matrix, ctx):
     rng = random.Random(1)
     for answer, hist in _states(words, matrix):
         valid = [w for w in rng.sample(words.allowed, 20) if w not in {g for g, _ in hist}]
-        bad = ["<guess>qqqqq</guess>", "no guess at all", "<guess>abc</guess>",
-               "<guess>crane</guess><guess>slate</guess>",
-               "<think>x</think><guess>zzzzz</guess>", "<guess>slate</guess> trailing"]
+        bad = [
+            "<guess>qqqqq</guess>",
+            "no guess at all",
+            "<guess>abc</guess>",
+            "<guess>crane</guess><guess>slate</guess>",
+            "<think>x</think><guess>zzzzz</guess>",
+            "<guess>slate</guess> trailing",
+        ]
         if hist:
-            bad += [f"<guess>{hist[0][0]}</guess>", f"<think>again</think><guess>{hist[-1][0]}</guess>"]
-        goods = [f"<guess>{w}</guess>" for w in valid] + [f"<think>t</think><guess>{w}</guess>" for w in valid]
+            bad += [
+                f"<guess>{hist[0][0]}</guess>",
+                f"<think>again</think><guess>{hist[-1][0]}</guess>",
+            ]
+        goods = [f"<guess>{w}</guess>" for w in valid] + [
+            f"<think>t</think><guess>{w}</guess>" for w in valid
+        ]
         for weights in _all_weights():
             score_of = {}
             for style in (NT, PromptStyle("xml", think=True)):
@@ -171,18 +194,28 @@ def test_invalid_or_repeated_never_outscore_valid_new(words, matrix, ctx):
 def test_format_reward_denied_for_trailing_text_or_hidden_guess(words):
     fmt = make_reward_funcs(PromptStyle("xml"))[1]
     assert fmt.__name__ == "format_reward"
-    texts = ["<think>a</think><guess>crane</guess>", "<think>a</think><guess>crane</guess> because",
-             "<think><guess>crane</guess></think>", "<think>a</think><guess>crane</guess><guess>slate</guess>"]
+    texts = [
+        "<think>a</think><guess>crane</guess>",
+        "<think>a</think><guess>crane</guess> because",
+        "<think><guess>crane</guess></think>",
+        "<think>a</think><guess>crane</guess><guess>slate</guess>",
+    ]
     assert fmt(texts, answer=["crane"] * 4) == [1.0, 0.0, 0.0, 0.0]
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(max_size=200) | st.sampled_from(["", "\x00", "<guess>" * 1000, "é" * 5000, "<guess>ÉCLAT</guess>"]))
+@given(
+    st.text(max_size=200)
+    | st.sampled_from(["", "\x00", "<guess>" * 1000, "é" * 5000, "<guess>ÉCLAT</guess>"])
+)
 def test_rewards_finite_for_any_string(text):
     funcs = make_reward_funcs(PromptStyle("xml"))
     for f in funcs:
-        vals = f([text, [{"role": "assistant", "content": text}]], answer=["crane", "crane"],
-                 history=[[["slate", "XXYXY"]], []])
+        vals = f(
+            [text, [{"role": "assistant", "content": text}]],
+            answer=["crane", "crane"],
+            history=[[["slate", "XXYXY"]], []],
+        )
         assert all(math.isfinite(v) for v in vals)
         lo, hi = RANGES[f.__name__.removesuffix("_reward")]
         assert all(lo <= v <= hi for v in vals)
@@ -192,7 +225,12 @@ def test_component_values(words, ctx):
     funcs = {f.__name__: f for f in make_reward_funcs(NT, ctx=ctx)}
     answer = "shake"
     hist = [["crane", score("crane", answer)]]
-    texts = ["<guess>shake</guess>", "<guess>crane</guess>", "<guess>qqqqq</guess>", "<guess>trace</guess>"]
+    texts = [
+        "<guess>shake</guess>",
+        "<guess>crane</guess>",
+        "<guess>qqqqq</guess>",
+        "<guess>trace</guess>",
+    ]
     kw = {"answer": [answer] * 4, "history": [hist] * 4}
     assert funcs["win_reward"](texts, **kw)[0] == pytest.approx(1.0 + 0.5 * 4 / 5)
     assert funcs["repetition_reward"](texts, **kw) == [0.0, -1.0, 0.0, 0.0]
@@ -207,7 +245,9 @@ def test_component_values(words, ctx):
 
 
 def test_curriculum_by_compliance():
-    cur = RewardCurriculum("format", "strategy", mode="compliance", compliance_low=0.5, compliance_high=0.9)
+    cur = RewardCurriculum(
+        "format", "strategy", mode="compliance", compliance_low=0.5, compliance_high=0.9
+    )
     assert cur.weights(compliance=0.1) == PRESETS["format"]
     assert cur.weights(compliance=0.95) == PRESETS["strategy"]
     mid = cur.weights(compliance=0.7)

@@ -94,7 +94,19 @@ def test_matrix_agrees_with_score(words, matrix):
 
 
 def test_matrix_on_repeated_letter_words():
-    ws = ["speed", "abide", "eerie", "lolly", "allow", "abbey", "kebab", "mamma", "geese", "aaaaa", "xxxxy"]
+    ws = [
+        "speed",
+        "abide",
+        "eerie",
+        "lolly",
+        "allow",
+        "abbey",
+        "kebab",
+        "mamma",
+        "geese",
+        "aaaaa",
+        "xxxxy",
+    ]
     m = build_pattern_matrix(ws, ws)
     assert m.tolist() == [[score(g, a) for a in ws] for g in ws]
 
@@ -162,7 +174,10 @@ def test_hard_mode_messages(words):
 
 
 def test_hard_mode_counts_repeated_letters():
-    assert hard_mode_violation([("speed", str_to_pattern("XXYYX"))], "abide") == "Guess must contain E 2 times"
+    assert (
+        hard_mode_violation([("speed", str_to_pattern("XXYYX"))], "abide")
+        == "Guess must contain E 2 times"
+    )
     assert hard_mode_violation([("speed", str_to_pattern("XXYYX"))], "eerie") is None
 
 

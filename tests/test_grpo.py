@@ -1,4 +1,5 @@
-"""Multi-turn GRPO with a real tiny model on CPU: rollouts, env-token masking, rewards, a few steps."""
+"""Multi-turn GRPO with a real tiny model on CPU: rollouts, env-token masking, rewards, a few
+steps."""
 
 import json
 
@@ -18,7 +19,8 @@ def test_num_generations_below_two_is_refused():
 
 
 def _check_episode(tok, g):
-    """The episode alternates the model's turns (mask 1) and environment tokens (mask 0) that re-render the chat."""
+    """The episode alternates the model's turns (mask 1) and environment tokens (mask 0) that
+    re-render the chat."""
     ids, mask = g["completion_ids"], g["env_mask"]
     assert len(ids) == len(mask) and mask[0] == 1  # starts with the model
     runs, cur = [], [mask[0], []]
@@ -33,27 +35,44 @@ def _check_episode(tok, g):
         if m:  # the model's own tokens: one turn, never a chat-structure token
             assert "<|im_start|>" not in text and text.count("<|im_end|>") <= 1
         else:  # environment tokens: a forced close, or feedback up to the next assistant header
-            assert text == "<|im_end|>" or text.startswith(("<|im_end|><|im_start|>user\n", "<|im_start|>user\n"))
+            assert text == "<|im_end|>" or text.startswith(
+                ("<|im_end|><|im_start|>user\n", "<|im_start|>user\n")
+            )
             assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
     assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
-    full = tok.decode(g["prompt_ids"] + g["completion_ids"])  # model and env tokens re-render the conversation
+    full = tok.decode(
+        g["prompt_ids"] + g["completion_ids"]
+    )  # model and env tokens re-render the conversation
     assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
 
 
 def _fresh_logprobs(model, g):
-    """Log-probabilities of the game's own tokens from one unpadded forward pass of the whole episode."""
+    """Log-probabilities of the game's own tokens from one unpadded forward pass of the whole
+    episode."""
     ids = torch.tensor([g["prompt_ids"] + g["completion_ids"]])
     with torch.no_grad():
         lp = model(input_ids=ids).logits[0].float().log_softmax(-1)
     n = len(g["prompt_ids"])
-    return [lp[n + k - 1, t].item() for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"])) if m]
+    return [
+        lp[n + k - 1, t].item()
+        for k, (t, m) in enumerate(zip(g["completion_ids"], g["env_mask"]))
+        if m
+    ]
 
 
 def test_rollout_masks_env_tokens_and_reports_games(trained_micro):
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "x"),
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=10)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(root / "x"),
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=10,
+    )
     rows = load_rl_rows(root / "rl")
     ro = WordleRollout(cfg, rows, tok)
     games = ro.play(model, [0, 0, 1, 1])
@@ -63,17 +82,28 @@ def test_rollout_masks_env_tokens_and_reports_games(trained_micro):
 
 
 def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(trained_micro):
-    """Every sampled token's log-probability, computed during the batched rollout (KV cache carried across turns,
-    padding inside the batch, finished games dropped), equals the one from one unpadded forward of that game."""
+    """Every sampled token's log-probability, computed during the batched rollout (KV cache carried
+    across turns, padding inside the batch, finished games dropped), equals the one from one
+    unpadded forward of that game."""
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "z"),
-                           num_generations=2, per_device_train_batch_size=8, max_turn_tokens=10)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(root / "z"),
+        num_generations=2,
+        per_device_train_batch_size=8,
+        max_turn_tokens=10,
+    )
     ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
     ro.record_logprobs = True
     torch.manual_seed(0)
     games = ro.play(model, [0, 0, 1, 1, 2, 2, 3, 3])
-    assert len({g["turns"] for g in games}) > 1 or len({len(g["completion_ids"]) for g in games}) > 1
+    assert (
+        len({g["turns"] for g in games}) > 1 or len({len(g["completion_ids"]) for g in games}) > 1
+    )
     model.eval()
     for g in games:
         assert len(g["logprobs"]) == len(g["completion_ids"])  # aligned, 0 for environment tokens
@@ -82,8 +112,9 @@ def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(trained_micro):
 
 
 class TransformersTurns:
-    """TRL's ``VLLMGeneration.generate`` interface served by transformers (vLLM itself needs CUDA), so the vLLM
-    turn loop of the rollout runs here: full token prompts in, sampled completions and their log-probs out."""
+    """TRL's ``VLLMGeneration.generate`` interface served by transformers (vLLM itself needs CUDA),
+    so the vLLM turn loop of the rollout runs here: full token prompts in, sampled completions and
+    their log-probs out."""
 
     def __init__(self, model, tok, max_tokens):
         self.model, self.tok, self.max_tokens, self.calls = model, tok, max_tokens, 0
@@ -94,11 +125,18 @@ class TransformersTurns:
         completions, logprobs = [], []
         for p in prompts:
             with torch.no_grad():
-                out = self.model.generate(input_ids=torch.tensor([p]), do_sample=True, top_k=0, top_p=1.0,
-                                          max_new_tokens=self.max_tokens, eos_token_id=self.tok.eos_token_id,
-                                          pad_token_id=self.tok.pad_token_id, return_dict_in_generate=True,
-                                          output_logits=True)
-            new = out.sequences[0, len(p):]
+                out = self.model.generate(
+                    input_ids=torch.tensor([p]),
+                    do_sample=True,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=self.max_tokens,
+                    eos_token_id=self.tok.eos_token_id,
+                    pad_token_id=self.tok.pad_token_id,
+                    return_dict_in_generate=True,
+                    output_logits=True,
+                )
+            new = out.sequences[0, len(p) :]
             lp = torch.stack(out.logits, 1)[0].float().log_softmax(-1).gather(1, new[:, None])[:, 0]
             completions.append(new.tolist())
             logprobs.append([[x] for x in lp.tolist()])
@@ -106,13 +144,22 @@ class TransformersTurns:
 
 
 def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(trained_micro):
-    """The vLLM path (whole conversation re-sent each turn) yields episodes of the same shape, and its per-token
-    log-probabilities line up with the completion tokens for TRL's importance-sampling correction."""
+    """The vLLM path (whole conversation re-sent each turn) yields episodes of the same shape, and
+    its per-token log-probabilities line up with the completion tokens for TRL's importance-sampling
+    correction."""
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     model.eval()
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "v"),
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=10)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(root / "v"),
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=10,
+    )
     ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
     gen = TransformersTurns(model, tok, max_tokens=10)
     torch.manual_seed(0)
@@ -127,7 +174,11 @@ def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(trained_m
     assert 1 <= gen.calls <= cfg.max_turns and len(out["completion_ids"]) == 4
     for k in range(4):
         g = {key: out[key][k] for key in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
-        g |= {"turns": out["turns"][k], "errors": [], "components": {"win": 0, "format": 0, "invalid": 0}}
+        g |= {
+            "turns": out["turns"][k],
+            "errors": [],
+            "components": {"win": 0, "format": 0, "invalid": 0},
+        }
         _check_episode(tok, g)
         assert len(g["logprobs"]) == len(g["completion_ids"])
         own = [lp for lp, m in zip(g["logprobs"], g["env_mask"]) if m]
@@ -142,8 +193,16 @@ def test_vllm_without_cuda_is_refused_with_the_reason():
 def test_zero_spread_group_is_reported(trained_micro):
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(root / "y"),
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=1)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(root / "y"),
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=1,
+    )
     ro = WordleRollout(cfg, load_rl_rows(root / "rl"), tok)
 
     class T:  # the trainer attributes the rollout reads
@@ -154,7 +213,8 @@ def test_zero_spread_group_is_reported(trained_micro):
     t = T()
     t.model, t.state = model, TrainerState()
     out = ro([[{"role": "system", "content": "", "wordle_row": 0}]] * 4, t)
-    # one token per turn can never hold <guess>xxxxx</guess>: every move is "no_guess", every game scores the same
+    # one token per turn can never hold <guess>xxxxx</guess>: every move is "no_guess", every game
+    # scores the same
     assert ro.last_stats["wordle/zero_spread_share"] == 1.0
     assert out["episode_invalid"] == [-1.0] * 4 and len(out["completion_ids"]) == 4
 
@@ -163,10 +223,25 @@ def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out = root / "run"
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=8, threads=1,
-                           learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True,
-                           reward_preset="format", curriculum="step", curriculum_steps=2)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out),
+        max_steps=2,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=8,
+        threads=1,
+        learning_rate=1e-2,
+        temperature=1.5,
+        save_steps=2,
+        disable_tqdm=True,
+        reward_preset="format",
+        curriculum="step",
+        curriculum_steps=2,
+    )
     run_grpo(cfg)
     log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
     assert len(log) == 2 and all(abs(e["loss"]) < 1e6 for e in log)
@@ -181,30 +256,53 @@ def test_depth_curriculum_starts_deep_and_fades_out(trained_micro):
     from wordle_rl.models import build_tokenizer
 
     rows = load_rl_rows(root / "rl")
-    cfg = WordleGRPOConfig(output_dir=str(root / "d"), num_generations=2, per_device_train_batch_size=8,
-                           depth_curriculum_steps=10)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        output_dir=str(root / "d"),
+        num_generations=2,
+        per_device_train_batch_size=8,
+        depth_curriculum_steps=10,
+    )
     ro = WordleRollout(cfg, rows, build_tokenizer())
     shallow = [k for k, r in enumerate(rows) if not r["history"]]
-    ids = [shallow[0], shallow[0], shallow[1], shallow[1], shallow[2], shallow[2], shallow[3], shallow[3]]
+    ids = [
+        shallow[0],
+        shallow[0],
+        shallow[1],
+        shallow[1],
+        shallow[2],
+        shallow[2],
+        shallow[3],
+        shallow[3],
+    ]
     first = ro.depth_curriculum(ids, step=0)
     assert all(len(rows[r]["history"]) >= 2 for r in first)
     assert all(first[k] == first[k + 1] for k in range(0, 8, 2))  # a group stays one prompt
     assert ro.depth_curriculum(ids, step=10) == ids
-    assert WordleRollout(WordleGRPOConfig(output_dir=str(root / "d"), num_generations=2), rows,
-                         build_tokenizer()).depth_curriculum(ids, step=0) == ids
+    assert (
+        WordleRollout(
+            WordleGRPOConfig(
+                sft_coef=0.0, eval_val_every=0, output_dir=str(root / "d"), num_generations=2
+            ),
+            rows,
+            build_tokenizer(),
+        ).depth_curriculum(ids, step=0)
+        == ids
+    )
 
 
 def test_sft_loss_config_is_checked():
     with pytest.raises(ValueError, match="needs sft_data"):
-        WordleGRPOConfig(output_dir="unused", sft_coef=1.0)
-    with pytest.raises(ValueError, match="would be unused"):
-        WordleGRPOConfig(output_dir="unused", sft_data="data/sft")
+        WordleGRPOConfig(output_dir="unused", sft_data=None)
     with pytest.raises(ValueError, match="must be >= 0"):
-        WordleGRPOConfig(output_dir="unused", sft_data="data/sft", sft_coef=-1.0)
+        WordleGRPOConfig(output_dir="unused", sft_coef=-1.0)
     with pytest.raises(ValueError, match="sft_coef_final needs sft_coef > 0"):
-        WordleGRPOConfig(output_dir="unused", sft_coef_final=0.5)
+        WordleGRPOConfig(output_dir="unused", sft_coef=0.0, sft_coef_final=0.5)
     with pytest.raises(ValueError, match="else nothing trains"):
-        WordleGRPOConfig(output_dir="unused", rl_coef=0.0)
+        WordleGRPOConfig(output_dir="unused", sft_coef=0.0, rl_coef=0.0)
+    off = WordleGRPOConfig(output_dir="unused", sft_coef=0.0)  # the SFT games are then unused
+    assert off.sft_data == "data/sft" and off.sft_coef == 0.0
 
 
 def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(trained_micro):
@@ -215,16 +313,38 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(traine
     model, tok = load_model(str(model_path))
     batches = SftBatches(root / "sft", tok, batch_size=4, seed=3)
     one, again, other = batches.batch(0), batches.batch(0), batches.batch(1)
-    assert torch.equal(one["input_ids"], again["input_ids"]) and torch.equal(one["soft_probs"], again["soft_probs"])
-    assert one["input_ids"].shape != other["input_ids"].shape or not torch.equal(one["input_ids"], other["input_ids"])
-    # the same four games through `wordle-rl sft`'s own tokenization and collator give the same batch
-    idx = sorted(int(i) for i in np.random.default_rng([3, 0]).choice(len(batches.dataset), 4, replace=False))
-    # rank 0 draws what a single process draws; another rank of a multi-process run draws its own games
-    assert batches.indices(0) == batches.indices(0, rank=0) == idx and batches.indices(0, rank=1) != idx
-    cfg = WordleSFTConfig(model=str(model_path), data=str(root / "sft"), output_dir=str(root / "unused-sft"),
-                          max_steps=1, threads=1, disable_tqdm=True, soft_target_weight=1.0)
-    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(root / "sft", soft=True),
-                               processing_class=tok)
+    assert torch.equal(one["input_ids"], again["input_ids"]) and torch.equal(
+        one["soft_probs"], again["soft_probs"]
+    )
+    assert one["input_ids"].shape != other["input_ids"].shape or not torch.equal(
+        one["input_ids"], other["input_ids"]
+    )
+    # the same four games through `wordle-rl sft`'s own tokenization and collator give the same
+    # batch
+    idx = sorted(
+        int(i) for i in np.random.default_rng([3, 0]).choice(len(batches.dataset), 4, replace=False)
+    )
+    # rank 0 draws what a single process draws; another rank of a multi-process run draws its own
+    # games
+    assert (
+        batches.indices(0) == batches.indices(0, rank=0) == idx
+        and batches.indices(0, rank=1) != idx
+    )
+    cfg = WordleSFTConfig(
+        model=str(model_path),
+        data=str(root / "sft"),
+        output_dir=str(root / "unused-sft"),
+        max_steps=1,
+        threads=1,
+        disable_tqdm=True,
+        soft_target_weight=1.0,
+    )
+    trainer = WordleSFTTrainer(
+        model=model,
+        args=cfg,
+        train_dataset=load_sft_dataset(root / "sft", soft=True),
+        processing_class=tok,
+    )
     ref = trainer.data_collator([dict(trainer.train_dataset[i]) for i in idx])
     for key in ("input_ids", "labels", "soft_index", "soft_probs"):
         assert torch.equal(one[key], ref[key]), key
@@ -241,20 +361,44 @@ def test_sft_batches_refuse_games_on_held_out_answers(trained_micro, tmp_path, w
     rows[1]["answer"] = splits.test[0]
     write_jsonl(rows, tmp_path / "leaky.jsonl")
     with pytest.raises(DataError, match="LEAKAGE"):
-        SftBatches(tmp_path / "leaky.jsonl", load_model(str(model_path))[1], 4, splits=tmp_path / "splits.json")
+        SftBatches(
+            tmp_path / "leaky.jsonl",
+            load_model(str(model_path))[1],
+            4,
+            splits=tmp_path / "splits.json",
+        )
 
 
 def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
     root, model_path = trained_micro
     out = root / "run-ptx"
-    cfg = WordleGRPOConfig(model=str(model_path), data=str(root / "rl"), output_dir=str(out), max_steps=2,
-                           num_generations=2, per_device_train_batch_size=4, max_turn_tokens=8, threads=1,
-                           learning_rate=1e-2, temperature=1.5, save_steps=2, disable_tqdm=True,
-                           sft_data=str(root / "sft"), sft_coef=1.0, sft_coef_final=0.2, sft_batch_size=4)
+    cfg = WordleGRPOConfig(
+        eval_val_every=0,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out),
+        max_steps=2,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=8,
+        threads=1,
+        learning_rate=1e-2,
+        temperature=1.5,
+        save_steps=2,
+        disable_tqdm=True,
+        sft_data=str(root / "sft"),
+        sft_coef=1.0,
+        sft_coef_final=0.2,
+        sft_batch_size=4,
+    )
     run_grpo(cfg)
     log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
-    assert len(log) == 2 and all(0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log)
-    assert [e["sft/coef"] for e in log] == pytest.approx([1.0, 0.6])  # annealed linearly towards 0.2 at step 2
+    assert len(log) == 2 and all(
+        0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log
+    )
+    assert [e["sft/coef"] for e in log] == pytest.approx(
+        [1.0, 0.6]
+    )  # annealed linearly towards 0.2 at step 2
     saved = json.loads((out / "wordle_rl_grpo_config.json").read_text())
     assert saved["sft_coef"] == 1.0 and saved["sft_data"] == str(root / "sft")
 
@@ -264,7 +408,9 @@ def test_sft_batches_need_a_template_that_marks_assistant_turns(trained_micro):
 
     root, model_path = trained_micro
     tok = load_model(str(model_path))[1]
-    tok.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' }}"
-                         "{% endfor %}")
+    tok.chat_template = (
+        "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+        "'<|im_end|>' }}{% endfor %}"
+    )
     with pytest.raises(ValueError, match="generation"):
         SftBatches(root / "sft", tok, 4).batch(0)

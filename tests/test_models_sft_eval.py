@@ -1,4 +1,5 @@
-"""A real tiny model built by init-model: tokenizer, chat template, SFT steps, resume, evaluation."""
+"""A real tiny model built by init-model: tokenizer, chat template, SFT steps, resume,
+evaluation."""
 
 import json
 
@@ -8,7 +9,15 @@ from typer.testing import CliRunner
 
 from wordle_rl.cli import app
 from wordle_rl.data import save_dataset
-from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, SolverPolicy, metrics, run_eval, wilson
+from wordle_rl.decoding import GuessConstraint, guess_prefixes
+from wordle_rl.evaluate import (
+    EvalConfig,
+    ModelPolicy,
+    SolverPolicy,
+    metrics,
+    run_eval,
+    wilson,
+)
 from wordle_rl.models import build_tokenizer, load_model
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.sft_games import SftConfig, generate_sft
@@ -21,8 +30,18 @@ NT = PromptStyle("xml", think=False)
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=64, seed=0, style="xml", think=False, solver_mix={"entropy": 1.0},
-                                          recall_share=0.0), words)
+    rows = generate_sft(
+        splits,
+        SftConfig(
+            games=64,
+            seed=0,
+            style="xml",
+            think=False,
+            solver_mix={"entropy": 1.0},
+            recall_share=0.0,
+        ),
+        words,
+    )
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, splits, rows
@@ -36,12 +55,22 @@ def test_tokenizer_round_trip_and_phrases(micro):
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
     assert tok.unk_token_id not in ids
-    assert len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1  # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
+    assert (
+        len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1
+    )  # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
     assert [tok.decode([i]) for i in ids[6:11]] == ["X", " X", " G", " G", " G"]
     assert len(tok("é", add_special_tokens=False)["input_ids"]) == 1  # unknown chars map to <|unk|>
-    tiles = "C:Y R:Y A:G N:X E:Y\nYou have 5 guesses left."  # the tiles style: one token per letter and mark
+    # the tiles style: one token per letter and mark
+    tiles = "C:Y R:Y A:G N:X E:Y\nYou have 5 guesses left."
     ids = tok(tiles, add_special_tokens=False)["input_ids"]
-    assert [tok.decode([i]) for i in ids] == ["C:Y", " R:Y", " A:G", " N:X", " E:Y", "\nYou have 5 guesses left."]
+    assert [tok.decode([i]) for i in ids] == [
+        "C:Y",
+        " R:Y",
+        " A:G",
+        " N:X",
+        " E:Y",
+        "\nYou have 5 guesses left.",
+    ]
 
 
 def test_chat_template_masks_assistant_and_skips_untrained_turns(micro, sft_data):
@@ -50,7 +79,9 @@ def test_chat_template_masks_assistant_and_skips_untrained_turns(micro, sft_data
     tok = AutoTokenizer.from_pretrained(micro)
     _, _, rows = sft_data
     row = next(r for r in rows if any(m.get("train") is False for m in r["messages"]))
-    enc = tok.apply_chat_template(row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    enc = tok.apply_chat_template(
+        row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     ids, mask = enc["input_ids"], enc["assistant_masks"]
     trained = tok.decode([i for i, m in zip(ids, mask) if m])
     for m in row["messages"]:
@@ -65,9 +96,18 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     data, _, _ = sft_data
     before = {k: v.clone() for k, v in load_model(str(micro))[0].state_dict().items()}
     out = tmp_path / "run"
-    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=8, save_steps=4,
-                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3,
-                          threads=1, disable_tqdm=True)
+    cfg = WordleSFTConfig(
+        model=str(micro),
+        data=str(data),
+        output_dir=str(out),
+        max_steps=8,
+        save_steps=4,
+        logging_steps=1,
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        threads=1,
+        disable_tqdm=True,
+    )
     run_sft(cfg)
     log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
     assert log[-1]["loss"] < log[0]["loss"]
@@ -75,27 +115,47 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert (out / "checkpoint-8").is_dir() and (out / "wordle_rl_sft_config.json").is_file()
     # the model records the prompt style of its data; eval refuses to prompt it in another one
-    assert json.loads((out / "wordle_rl_prompt.json").read_text()) == {"style": "xml", "think": False}
-    r = CliRunner().invoke(app, ["eval", "--model", str(out), "--split", "test", "--style", "tiles"])
+    assert json.loads((out / "wordle_rl_prompt.json").read_text()) == {
+        "style": "xml",
+        "think": False,
+    }
+    r = CliRunner().invoke(
+        app, ["eval", "--model", str(out), "--split", "test", "--style", "tiles"]
+    )
     assert r.exit_code != 0 and "trained on 'xml' prompts" in r.output and "--style xml" in r.output
     r = CliRunner().invoke(app, ["eval", "--model", str(out), "--style", "xml", "--think"])
     assert r.exit_code != 0 and "think=False" in r.output
-    # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state restored)
-    cfg2 = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=12, save_steps=4,
-                           logging_steps=1, per_device_train_batch_size=8, threads=1, disable_tqdm=True)
+    # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state
+    # restored)
+    cfg2 = WordleSFTConfig(
+        model=str(micro),
+        data=str(data),
+        output_dir=str(out),
+        max_steps=12,
+        save_steps=4,
+        logging_steps=1,
+        per_device_train_batch_size=8,
+        threads=1,
+        disable_tqdm=True,
+    )
     run_sft(cfg2, resume=True)
     state = json.loads((out / "checkpoint-12" / "trainer_state.json").read_text())
     assert state["global_step"] == 12
-    steps = [e["step"] for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
-    assert steps == list(range(1, 13))  # steps 1-8 restored from the checkpoint, not redone; 9-12 new
+    steps = [
+        e["step"] for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e
+    ]
+    assert steps == list(
+        range(1, 13)
+    )  # steps 1-8 restored from the checkpoint, not redone; 9-12 new
 
 
 def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
     from wordle_rl.sft import WordleSFTConfig, run_sft
 
     data, _, _ = sft_data
-    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(tmp_path / "empty"), max_steps=1,
-                          threads=1)
+    cfg = WordleSFTConfig(
+        model=str(micro), data=str(data), output_dir=str(tmp_path / "empty"), max_steps=1, threads=1
+    )
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         run_sft(cfg, resume=True)
 
@@ -109,9 +169,24 @@ def test_sft_with_splits_refuses_a_game_on_a_test_answer_before_training(micro, 
     rows[3]["answer"] = splits.test[5]
     write_jsonl(rows, tmp_path / "leaky.jsonl")
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["sft", "--model", str(micro), "--data", str(tmp_path / "leaky.jsonl"),
-                                 "--splits", str(tmp_path / "splits.json"), "--output_dir", str(out),
-                                 "--max_steps", "1", "--threads", "1"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            str(micro),
+            "--data",
+            str(tmp_path / "leaky.jsonl"),
+            "--splits",
+            str(tmp_path / "splits.json"),
+            "--output_dir",
+            str(out),
+            "--max_steps",
+            "1",
+            "--threads",
+            "1",
+        ],
+    )
     assert r.exit_code != 0 and "LEAKAGE" in str(r.exception) + r.output
     assert not list(out.glob("checkpoint-*")) and not (out / "model.safetensors").exists()
 
@@ -156,9 +231,8 @@ def test_wilson_interval():
 def test_guess_constraint_allows_only_continuations():
     tok = build_tokenizer()
     words = ["abide", "abbey", "crane"]
-    from wordle_rl.evaluate import _prefixes
 
-    prefix = _prefixes(words, "</guess>")
+    prefix = guess_prefixes(words, "</guess>")
     prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     gen = tok("<guess>ab", add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt + gen])
@@ -166,7 +240,9 @@ def test_guess_constraint_allows_only_continuations():
     scores = proc(ids, torch.zeros(1, len(tok)))
     allowed = {tok.decode([i]) for i in torch.nonzero(scores[0] > -1e9).flatten().tolist()}
     assert allowed == {"i", "b"}
-    done = torch.tensor([prompt + tok("<guess>abide</guess>", add_special_tokens=False)["input_ids"]])
+    done = torch.tensor(
+        [prompt + tok("<guess>abide</guess>", add_special_tokens=False)["input_ids"]]
+    )
     scores = proc(done, torch.zeros(1, len(tok)))
     assert torch.nonzero(scores[0] > -1e9).flatten().tolist() == [tok.eos_token_id]
     free = torch.tensor([prompt + tok("hello", add_special_tokens=False)["input_ids"]])
@@ -198,7 +274,9 @@ def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
     if torch.cuda.is_available():
         return
     native = cpu_has_native_bf16()
-    assert WordleSFTConfig(output_dir=str(tmp_path / "a")).bf16 is False  # fp32 on a CPU unless asked
+    assert (
+        WordleSFTConfig(output_dir=str(tmp_path / "a")).bf16 is False
+    )  # fp32 on a CPU unless asked
     if native:
         assert WordleSFTConfig(output_dir=str(tmp_path / "b"), bf16=True).bf16 is True
     else:
@@ -211,22 +289,44 @@ def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp
 
     data, _, _ = sft_data
     with pytest.raises(ValueError, match="needs lr_scheduler_type='cosine'"):
-        WordleSFTConfig(output_dir=str(tmp_path / "x"), lr_schedule_follows_budget=True, lr_scheduler_type="linear")
+        WordleSFTConfig(
+            output_dir=str(tmp_path / "x"),
+            lr_schedule_follows_budget=True,
+            lr_scheduler_type="linear",
+        )
     out = tmp_path / "run"
-    # far more steps than the 12-second budget allows: by steps alone the learning rate would barely have moved
-    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=1_000_000, save_steps=10,
-                          logging_steps=1, per_device_train_batch_size=8, learning_rate=3e-3, threads=1,
-                          time_budget_minutes=0.2, lr_schedule_follows_budget=True, disable_tqdm=True)
+    # far more steps than the 12-second budget allows: by steps alone the learning rate would barely
+    # have moved
+    cfg = WordleSFTConfig(
+        model=str(micro),
+        data=str(data),
+        output_dir=str(out),
+        max_steps=1_000_000,
+        save_steps=10,
+        logging_steps=1,
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        threads=1,
+        time_budget_minutes=0.2,
+        lr_schedule_follows_budget=True,
+        disable_tqdm=True,
+    )
     run_sft(cfg)
     log = json.loads((out / "wordle_rl_sft_log.json").read_text())
     lrs = [e["learning_rate"] for e in log if "learning_rate" in e]
     assert 5 <= len(lrs) < 1_000_000
     assert lrs[0] > 0.5 * 3e-3 and lrs[-1] < 0.05 * 3e-3
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))  # monotone decay, by time
-    # the budget already spent is saved with each checkpoint, so a resumed run continues the same budget
+    # the budget already spent is saved with each checkpoint, so a resumed run continues the same
+    # budget
     last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     state = json.loads((last / "trainer_state.json").read_text())
     saved, step = state["stateful_callbacks"]["TimeBudget"], state["global_step"]
     assert saved["args"] == {"minutes": 0.2} and 0 < saved["attributes"]["spent"] <= 0.2 * 60 + 30
     run_sft(cfg, resume=True)  # the whole budget is spent: one more step, then stop
-    assert json.loads((out / f"checkpoint-{step + 1}" / "trainer_state.json").read_text())["global_step"] == step + 1
+    assert (
+        json.loads((out / f"checkpoint-{step + 1}" / "trainer_state.json").read_text())[
+            "global_step"
+        ]
+        == step + 1
+    )

@@ -1,5 +1,5 @@
-"""The repository as an OpenEnv environment package: OpenEnv's own validator, static (the manifest) and runtime
-(a real server on loopback), and the app the manifest names."""
+"""The repository as an OpenEnv environment package: OpenEnv's own validator, static (the manifest)
+and runtime (a real server on loopback), and the app the manifest names."""
 
 import importlib
 import json
@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _openenv(*args: str) -> dict:
     exe = shutil.which("openenv") or str(Path(sys.executable).with_name("openenv"))
-    run = subprocess.run([exe, "validate", *args, "--json"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [exe, "validate", *args, "--json"], capture_output=True, text=True, timeout=120
+    )
     assert run.stdout.strip(), run.stderr
     return json.loads(run.stdout)
 

@@ -107,7 +107,9 @@ def test_unknown_style():
 
 def test_tiles_feedback_pairs_each_letter_with_its_mark():
     tiles = PromptStyle("tiles", think=False)
-    msgs = render_conversation(tiles, [("speed", score("speed", "abide"))])  # repeated E: the first Y, the second X
+    msgs = render_conversation(
+        tiles, [("speed", score("speed", "abide"))]
+    )  # repeated E: the first Y, the second X
     assert msgs[-1]["content"] == "S:X P:X E:Y E:X D:Y\nYou have 5 guesses left."
     assert format_answer(tiles, "speed") == "<guess>speed</guess>"  # answers as in the xml style
 
@@ -116,22 +118,31 @@ def test_tiles_known_adds_the_summary_line():
     style = PromptStyle("tiles-known", think=False)
     hist = [("fetid", score("fetid", "deity")), ("tides", score("tides", "deity"))]
     msgs = render_conversation(style, hist)
-    assert msgs[-3]["content"] == "F:X E:G T:Y I:Y D:Y\n_E:G___ D:Y I:Y T:Y F:X\nYou have 5 guesses left."
-    assert msgs[-1]["content"] == "T:Y I:Y D:Y E:Y S:X\n_E:G___ D:Y I:Y T:Y F:X S:X\nYou have 4 guesses left."
-    assert msgs[0] == render_conversation(PromptStyle("tiles", think=False), hist)[0]  # the same system prompt
+    assert (
+        msgs[-3]["content"]
+        == "F:X E:G T:Y I:Y D:Y\n_E:G___ D:Y I:Y T:Y F:X\nYou have 5 guesses left."
+    )
+    assert (
+        msgs[-1]["content"]
+        == "T:Y I:Y D:Y E:Y S:X\n_E:G___ D:Y I:Y T:Y F:X S:X\nYou have 4 guesses left."
+    )
+    assert (
+        msgs[0] == render_conversation(PromptStyle("tiles", think=False), hist)[0]
+    )  # the same system prompt
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_known_line_is_true_and_complete(words, rnd: random.Random):
-    """Every fact of the line holds for the answer, and every green and every letter proven absent is in it."""
+    """Every fact of the line holds for the answer, and every green and every letter proven absent
+    is in it."""
     answer = rnd.choice(words.answers)
     hist = [(g, score(g, answer)) for g in rnd.sample(words.allowed, rnd.randint(1, 5))]
     placed, *rest = known_line(hist).split(" ")
     slots = []
     while placed:
         slots.append(None if placed[0] == "_" else placed[0].lower())
-        placed = placed[1 if placed[0] == "_" else 3:]
+        placed = placed[1 if placed[0] == "_" else 3 :]
     assert len(slots) == 5
     assert all(c is None or answer[i] == c for i, c in enumerate(slots))
     elsewhere = [t[0].lower() for t in rest if t.endswith(":Y")]
@@ -142,8 +153,9 @@ def test_known_line_is_true_and_complete(words, rnd: random.Random):
     for g, p in hist:
         tiles = pattern_to_tiles(p)
         assert all(slots[i] == c for i, (c, t) in enumerate(zip(g, tiles)) if t == GREEN)
-        nowhere = {c for c, t in zip(g, tiles) if t == GREY} - {c for h, q in hist
-                                                             for c, t in zip(h, pattern_to_tiles(q)) if t != GREY}
+        nowhere = {c for c, t in zip(g, tiles) if t == GREY} - {
+            c for h, q in hist for c, t in zip(h, pattern_to_tiles(q)) if t != GREY
+        }
         assert nowhere <= absent
 
 
@@ -180,8 +192,14 @@ def test_plain_knowledge_is_true(words, rnd: random.Random):
 @pytest.mark.parametrize("think", [False, True])
 def test_the_style_of_a_rendered_game_is_recognised(name, think):
     style = PromptStyle(name, think=think)
-    refused = ("qqqqq", None, "not in the word list")  # a refusal's reply is not feedback: it is skipped
+    refused = (
+        "qqqqq",
+        None,
+        "not in the word list",
+    )  # a refusal's reply is not feedback: it is skipped
     history = [refused, ("crane", score("crane", "react")), ("trace", score("trace", "react"))]
     msgs = render_conversation(style, history, thinks=[None, "vowels first", None])
-    assert detect_style([render_conversation(style, [])]) is None  # no feedback yet: nothing to recognise
+    assert (
+        detect_style([render_conversation(style, [])]) is None
+    )  # no feedback yet: nothing to recognise
     assert detect_style([render_conversation(style, []), msgs]) == (name, style.uses_think)

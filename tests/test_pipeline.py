@@ -1,4 +1,5 @@
-"""The quick preset end to end on CPU: every artefact exists and the report's numbers match results.json."""
+"""The quick preset end to end on CPU: every artefact exists and the report's numbers match
+results.json."""
 
 import json
 import re
@@ -17,18 +18,22 @@ def test_presets_and_config_errors(tmp_path):
     f = tmp_path / "exp.toml"
     f.write_text('preset = "quick"\nseed = 3\n[sft]\nmax_steps = 5\n')
     cfg = load_config(str(f))
-    assert cfg.seed == 3 and cfg.sft.max_steps == 5 and cfg.name == "exp" and cfg.data.sft_games == 600
-    for text, msg in [('[sft]\nmax_stepz = 5\n', "unknown key 'max_stepz'"),
-                      ('[sft]\nmax_steps = "many"\n', "expected a number"),
-                      ('[grpo]\nnum_generations = 1\n', "at least 2"),
-                      ('[data]\nstyle = "yaml"\n', "data.style"),
-                      ('[data]\nrl_share = 1.5\n', "data.rl_share: at least 0 and below 1"),
-                      ('[data]\nsft_lexicon_share = -0.5\n', "data.sft_lexicon_share: must be >= 0, got -0.5"),
-                      ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
-                      ('threads = -1\n', ">= 0"),
-                      ('preset = "huge"\n', "unknown preset"),
-                      ('[eval]\ndecodes = ["greedy"]\n', "eval.decodes"),
-                      ('this is not toml', "cannot parse")]:
+    assert (
+        cfg.seed == 3 and cfg.sft.max_steps == 5 and cfg.name == "exp" and cfg.data.sft_games == 600
+    )
+    for text, msg in [
+        ("[sft]\nmax_stepz = 5\n", "unknown key 'max_stepz'"),
+        ('[sft]\nmax_steps = "many"\n', "expected a number"),
+        ("[grpo]\nnum_generations = 1\n", "at least 2"),
+        ('[data]\nstyle = "yaml"\n', "data.style"),
+        ("[data]\nrl_share = 1.5\n", "data.rl_share: at least 0 and below 1"),
+        ("[data]\nsft_lexicon_share = -0.5\n", "data.sft_lexicon_share: must be >= 0, got -0.5"),
+        ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
+        ("threads = -1\n", ">= 0"),
+        ('preset = "huge"\n', "unknown preset"),
+        ('[eval]\ndecodes = ["greedy"]\n', "eval.decodes"),
+        ("this is not toml", "cannot parse"),
+    ]:
         f.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(msg)):
             load_config(str(f))
@@ -55,17 +60,35 @@ def test_quick_pipeline_end_to_end(tmp_path):
     assert report.is_file()
     for stage in STAGES:
         assert (out / "markers" / f"{stage}.json").is_file(), stage
-    for path in ["config.json", "versions.json", "data/splits.json", "data/sft/sft.jsonl", "data/sft/hf",
-                 "data/rl/rl.jsonl", "model/config.json", "sft/model.safetensors", "grpo/model.safetensors",
-                 "plots/guess_histogram.png", "plots/errors_by_turn.png", "plots/sft_curves.png",
-                 "plots/grpo_curves.png", "plots/grpo_cumulative_wins.png"]:
+    for path in [
+        "config.json",
+        "versions.json",
+        "data/splits.json",
+        "data/sft/sft.jsonl",
+        "data/sft/hf",
+        "data/rl/rl.jsonl",
+        "model/config.json",
+        "sft/model.safetensors",
+        "grpo/model.safetensors",
+        "plots/guess_histogram.png",
+        "plots/errors_by_turn.png",
+        "plots/sft_curves.png",
+        "plots/grpo_curves.png",
+        "plots/grpo_cumulative_wins.png",
+    ]:
         assert (out / path).exists(), path
     text = report.read_text()
     assert sorted(p.name for p in (out / "eval").iterdir()) == ["test", "val"]
     for split in ("test", "val"):
         runs = sorted(p.name for p in (out / "eval" / split).iterdir())
-        assert runs == ["grpo-consistent", "grpo-free", "sft-consistent", "sft-free", "solver-entropy",
-                        "solver-random"]
+        assert runs == [
+            "grpo-consistent",
+            "grpo-free",
+            "sft-consistent",
+            "sft-free",
+            "solver-entropy",
+            "solver-random",
+        ]
         section = text.split(f"## {split.capitalize()} answers")[1].split("## ")[0]
         for name in runs:
             res = json.loads((out / "eval" / split / name / "results.json").read_text())
@@ -74,26 +97,42 @@ def test_quick_pipeline_end_to_end(tmp_path):
             assert f"{100 * m['win_rate']:.1f} %" in row
             assert "/".join(str(v) for v in m["histogram"].values()) in row
             assert res["split"] == split and m["games"] == 12
-            assert ("train_sample_metrics" in res) == (split == "test")  # one train sample, with the first split
+            assert ("train_sample_metrics" in res) == (
+                split == "test"
+            )  # one train sample, with the first split
             # trained policies are audited against the run's own training data; solvers are not
             assert ("audit" in res) == (not name.startswith("solver-"))
             if "audit" in res:
                 a = res["audit"]
-                assert a["training_files"] == [str(out / "data" / "sft" / "sft.jsonl"),
-                                               str(out / "data" / "rl" / "rl.jsonl")]
+                assert a["training_files"] == [
+                    str(out / "data" / "sft" / "sft.jsonl"),
+                    str(out / "data" / "rl" / "rl.jsonl"),
+                ]
                 assert sum(c["games"] for c in a["classes"].values()) == 12
                 assert sum(c["wins"] for c in a["classes"].values()) == m["wins"] == a["wins"]
-                audit_row = [line for line in section.splitlines() if line.startswith(f"| {name} |")][1]
+                audit_row = [
+                    line for line in section.splitlines() if line.startswith(f"| {name} |")
+                ][1]
                 c = a["classes"]["endgame_imitated"]
-                assert audit_row.startswith(f"| {name} | {res['decode']} | {c['wins']} of {c['games']} |")
+                assert audit_row.startswith(
+                    f"| {name} | {res['decode']} | {c['wins']} of {c['games']} |"
+                )
         assert "Training-overlap audit" in section
-    assert "Sample games" in text and "Wall time and memory per stage" in text and '"name": "quick"' in text
-    # one process ran every stage, so the peak RSS each marker records is real (a model was loaded) and never falls
+    assert (
+        "Sample games" in text
+        and "Wall time and memory per stage" in text
+        and '"name": "quick"' in text
+    )
+    # one process ran every stage, so the peak RSS each marker records is real (a model was loaded)
+    # and never falls
     marks = {stage: json.loads((out / "markers" / f"{stage}.json").read_text()) for stage in STAGES}
     peaks = [marks[stage]["peak_rss_gib"] for stage in STAGES]
     assert peaks[0] > 0.05 and peaks == sorted(peaks), peaks
     assert f"| sft | {marks['sft']['seconds']} | {marks['sft']['peak_rss_gib']} |" in text
-    for stage in ("sft", "grpo"):  # steps done, read back from each stage's log, against the preset's max_steps
+    for stage in (
+        "sft",
+        "grpo",
+    ):  # steps done, read back from each stage's log, against the preset's max_steps
         max_steps = getattr(load_config("quick"), stage).max_steps
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
         done = max(e["step"] for e in log)
@@ -101,7 +140,10 @@ def test_quick_pipeline_end_to_end(tmp_path):
         assert row.startswith(f"| {stage} | {done} of {max_steps} |"), row
         assert ("max_steps" in row) == (done == max_steps)
     val = [json.loads(x) for x in (out / "grpo" / "val_eval.jsonl").read_text().splitlines()]
-    assert [v["step"] for v in val] == [0, 2] and f"| 2 | {100 * val[1]['val_win_rate']:.1f} % |" in text
+    assert [v["step"] for v in val] == [
+        0,
+        2,
+    ] and f"| 2 | {100 * val[1]['val_win_rate']:.1f} % |" in text
     assert (out / "plots" / "grpo_val_curve.png").is_file() and "won only by SFT" in text
     # a rerun skips every finished stage; a different config in the same folder is refused
     before = {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()}
@@ -111,12 +153,19 @@ def test_quick_pipeline_end_to_end(tmp_path):
     cfg.seed = 9
     with pytest.raises(ConfigError, match="different config"):
         run_pipeline(cfg, out, console)
-    # a killed GRPO stage (marker missing, checkpoint present) resumes from the checkpoint instead of restarting
-    first = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
-    assert all(e["sft/hard_loss"] > 0 for e in first)  # GRPO keeps the SFT loss on the run's own SFT games
+    # a killed GRPO stage (marker missing, checkpoint present) resumes from the checkpoint instead
+    # of restarting
+    first = [
+        e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e
+    ]
+    assert all(
+        e["sft/hard_loss"] > 0 for e in first
+    )  # GRPO keeps the SFT loss on the run's own SFT games
     (out / "markers" / "grpo.json").unlink()
     run_pipeline(load_config("quick"), out, console)
-    log = [e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    log = [
+        e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e
+    ]
     assert log[:2] == first  # steps 1-2 come from the checkpoint's state, not a new run
     assert (out / "markers" / "grpo.json").is_file()
 
@@ -134,16 +183,23 @@ def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
     sp = Splits.load(out / "data" / "splits.json")
     assert len(sp.rl) == 370 and len(sp.train) == 1851 - 370
     rows = read_jsonl(out / "data" / "sft" / "sft.jsonl")
-    outside = [r["answer"] for r in rows if r["split"] == "outside"]  # recall games (data.sft_recall_share)
+    outside = [
+        r["answer"] for r in rows if r["split"] == "outside"
+    ]  # recall games (data.sft_recall_share)
     assert outside and not any(map(load_word_lists().is_answer, outside))
     sft = {r["answer"] for r in rows if r["split"] != "outside"}
     rl = read_jsonl(out / "data" / "rl" / "rl.jsonl")
-    assert sft <= set(sp.train) and {r["answer"] for r in rl} <= set(sp.rl) and {r["split"] for r in rl} == {"rl"}
+    assert (
+        sft <= set(sp.train)
+        and {r["answer"] for r in rl} <= set(sp.rl)
+        and {r["split"] for r in rl} == {"rl"}
+    )
 
 
 def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
-    """`wordle-rl data split/sft/rl` with only a size given write byte for byte what the main job's data stage
-    writes at that size: each default is declared once, in SftConfig / RlConfig, and both read it."""
+    """`wordle-rl data split/sft/rl` with only a size given write byte for byte what the main job's
+    data stage writes at that size: each default is declared once, in SftConfig / RlConfig, and both
+    read it."""
     from typer.testing import CliRunner
 
     from wordle_rl.cli import app
@@ -153,10 +209,45 @@ def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
     cfg.data.sft_games, cfg.data.rl_rows = 300, 40
     Runner(cfg, tmp_path / "run", Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
     d = tmp_path / "cli"
-    for args in (["data", "split", "--out", str(d / "splits.json")],
-                 ["data", "sft", "--games", "300", "--splits", str(d / "splits.json"), "--out", str(d / "sft")],
-                 ["data", "rl", "--rows", "40", "--splits", str(d / "splits.json"), "--out", str(d / "rl")]):
+    for args in (
+        ["data", "split", "--out", str(d / "splits.json")],
+        [
+            "data",
+            "sft",
+            "--games",
+            "300",
+            "--splits",
+            str(d / "splits.json"),
+            "--out",
+            str(d / "sft"),
+        ],
+        ["data", "rl", "--rows", "40", "--splits", str(d / "splits.json"), "--out", str(d / "rl")],
+    ):
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 0, r.output
     for name in ("splits.json", "sft/sft.jsonl", "rl/rl.jsonl"):
         assert (d / name).read_bytes() == (tmp_path / "run" / "data" / name).read_bytes(), name
+
+
+def test_training_commands_with_no_flags_train_like_the_main_job(tmp_path):
+    """`wordle-rl sft` / `wordle-rl grpo` given only the paths resolve to the config the main job's
+    stage builds: the SFT and GRPO defaults are declared once, in WordleSFTConfig /
+    WordleGRPOConfig, and the pipeline reads them."""
+    from dataclasses import asdict
+
+    from wordle_rl.cli_train import _parse_config
+    from wordle_rl.grpo import WordleGRPOConfig
+    from wordle_rl.pipeline import Runner
+    from wordle_rl.sft import WordleSFTConfig
+
+    runner = Runner(load_config("cpu-default"), tmp_path, Console(file=open(tmp_path / "l", "w")))
+    paths = ("model", "data", "splits", "output_dir", "sft_data", "logging_dir")
+    for stage, cls in (
+        (runner.sft_config(), WordleSFTConfig),
+        (runner.grpo_config(), WordleGRPOConfig),
+    ):
+        ours = asdict(stage)
+        flags = [x for k in paths if ours.get(k) for x in (f"--{k.replace('_', '-')}", ours[k])]
+        cli = asdict(_parse_config(cls, None, flags))
+        differ = {k: (ours[k], cli[k]) for k in ours if ours[k] != cli[k]}
+        assert differ == {}, (cls.__name__, differ)

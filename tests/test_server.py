@@ -1,4 +1,5 @@
-"""A real server on loopback, real WebSocket clients: games, isolation, the secret, and bad input."""
+"""A real server on loopback, real WebSocket clients: games, isolation, the secret, and bad
+input."""
 
 import json
 import urllib.request
@@ -15,8 +16,13 @@ from wordle_rl.server import ServerConfig, ServerThread
 
 @pytest.fixture(scope="module")
 def server():
-    cfg = ServerConfig(port=0, max_sessions=4, idle_timeout_s=1.5, max_message_bytes=4096,
-                       env=EnvConfig(style=PromptStyle("xml", think=False)))
+    cfg = ServerConfig(
+        port=0,
+        max_sessions=4,
+        idle_timeout_s=1.5,
+        max_message_bytes=4096,
+        env=EnvConfig(style=PromptStyle("xml", think=False)),
+    )
     with ServerThread(cfg) as srv:
         yield srv
 
@@ -35,7 +41,9 @@ def test_full_game_secret_only_at_end(server):
         obs = env.reset(answer="abide")
         assert "abide" not in json.dumps(obs.messages) + json.dumps(obs.state)
         s = env.step("<guess>speed</guess>")
-        assert s.info["pattern"] == "XXYXY" and "abide" not in json.dumps(s.info) + json.dumps(s.observation.state)
+        assert s.info["pattern"] == "XXYXY" and "abide" not in json.dumps(s.info) + json.dumps(
+            s.observation.state
+        )
         assert "answer" not in json.dumps(env.state())
         s = env.step("<guess>abide</guess>")
         assert s.done and s.info["won"] and s.info["answer"] == "abide"
@@ -70,6 +78,7 @@ def test_sessions_are_isolated(server):
 
 def test_bad_input_gets_errors_and_server_survives(server):
     with _raw(server.url) as ws:
+
         def ask(raw):
             ws.send(raw)
             return json.loads(ws.recv(timeout=5))
@@ -79,15 +88,24 @@ def test_bad_input_gets_errors_and_server_survives(server):
         r = ask(json.dumps({"type": "step", "data": {"message": "<guess>crane</guess>"}}))
         assert r["type"] == "error" and "reset" in r["data"]["message"]
         assert ask(json.dumps({"type": "step", "data": {"wrong": 1}}))["type"] == "error"
-        r = ask(json.dumps({"type": "step", "data": {"type": "call_tool", "tool_name": "x", "arguments": {}}}))
+        r = ask(
+            json.dumps(
+                {"type": "step", "data": {"type": "call_tool", "tool_name": "x", "arguments": {}}}
+            )
+        )
         assert r["type"] == "error"
         r = ask("x" * 5000)
         assert r["data"]["code"] == "MESSAGE_TOO_LARGE"
         assert ask(json.dumps({"type": "reset", "data": {"answer": "qqqqq"}}))["type"] == "error"
         assert ask(json.dumps({"type": "reset", "data": {"history": "crane"}}))["type"] == "error"
-        assert ask(json.dumps({"type": "reset", "data": {"answer": "abide"}}))["type"] == "observation"
+        assert (
+            ask(json.dumps({"type": "reset", "data": {"answer": "abide"}}))["type"] == "observation"
+        )
         r = ask(json.dumps({"type": "step", "data": {"message": "<guess>qqqqq</guess>"}}))
-        assert r["type"] == "observation" and r["data"]["observation"]["info"]["error"] == "not_in_word_list"
+        assert (
+            r["type"] == "observation"
+            and r["data"]["observation"]["info"]["error"] == "not_in_word_list"
+        )
     with RemoteEnv(server.url) as env:  # still serving
         env.reset(seed=0)
 
@@ -123,7 +141,8 @@ def test_dead_endpoint_is_a_clear_error():
 
 
 def _lose(env) -> str:
-    """Play a game to its end on refused moves (they reveal nothing) and return the secret it then discloses."""
+    """Play a game to its end on refused moves (they reveal nothing) and return the secret it then
+    discloses."""
     for _ in range(6):
         s = env.step("<guess>zzzzz</guess>")
         if s.done:
@@ -132,8 +151,9 @@ def _lose(env) -> str:
 
 
 def test_blind_server_secrets_are_not_predictable_from_what_a_client_sends():
-    """An agent under evaluation tries what it could to learn the secret before it plays: choose a seed, choose the
-    answer, replay a reset it already saw. The blind server refuses the first two and draws every secret itself."""
+    """An agent under evaluation tries what it could to learn the secret before it plays: choose a
+    seed, choose the answer, replay a reset it already saw. The blind server refuses the first two
+    and draws every secret itself."""
     from wordle_rl.words import load_word_lists
 
     answers = load_word_lists().answers
@@ -148,17 +168,20 @@ def test_blind_server_secrets_are_not_predictable_from_what_a_client_sends():
                 env.reset()
                 seen.append(_lose(env))
     assert all(a in answers for a in seen)
-    # the same plain reset gives different secrets (12 equal draws from 2,315 words: odds below 1e-36)
+    # the same plain reset gives different secrets (12 equal draws from 2,315 words: odds below
+    # 1e-36)
     assert len(set(seen)) > 1
 
 
 def test_http_bad_input_is_a_4xx_with_the_reason():
-    """OpenEnv's HTTP endpoints make a fresh environment per request: a step there has no game in play, and the
-    answer says so with a 400 rather than a 500."""
+    """OpenEnv's HTTP endpoints make a fresh environment per request: a step there has no game in
+    play, and the answer says so with a 400 rather than a 500."""
     import urllib.error
 
     def post(url, body):
-        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return r.status, json.loads(r.read())
@@ -181,7 +204,9 @@ def test_metadata_describes_the_game_as_this_server_plays_it(server):
     readme = meta["readme_content"]
     assert "6 guesses" in readme and "hard mode off" in readme and "Prompt style: xml" in readme
     assert "random.Random(seed)" in readme  # this server lets clients seed games
-    with ServerThread(ServerConfig(port=0, allow_answer=False, env=EnvConfig(max_turns=5, hard=True))) as blind:
+    with ServerThread(
+        ServerConfig(port=0, allow_answer=False, env=EnvConfig(max_turns=5, hard=True))
+    ) as blind:
         with urllib.request.urlopen(blind.url + "/metadata", timeout=5) as r:
             readme = json.loads(r.read())["readme_content"]
     assert "5 guesses" in readme and "hard mode on" in readme and "takes no seed" in readme
@@ -196,7 +221,9 @@ def test_openenv_typed_client_plays_sync_and_async(server):
         r = env.reset(answer="abide")
         assert isinstance(r.observation, WordleObservation) and not r.done and r.reward is None
         r = env.step(WordleAction(message="<guess>speed</guess>"))
-        assert r.observation.info["pattern"] == "XXYXY" and "abide" not in json.dumps(r.observation.state)
+        assert r.observation.info["pattern"] == "XXYXY" and "abide" not in json.dumps(
+            r.observation.state
+        )
         state = env.state()
         assert isinstance(state, WordleState) and state.turn == 1 and not state.done
         r = env.step(WordleAction(message="<guess>abide</guess>"))
@@ -205,7 +232,9 @@ def test_openenv_typed_client_plays_sync_and_async(server):
     async def play():
         async with WordleClient(base_url=server.url) as env:
             await env.reset(seed=5)
-            with pytest.raises(EnvServerError, match="answer"):  # the server's refusal keeps its reason
+            with pytest.raises(
+                EnvServerError, match="answer"
+            ):  # the server's refusal keeps its reason
                 await env.reset(answer="qqqqq")
             return await env.step(WordleAction(message="<guess>crane</guess>"))
 
@@ -223,7 +252,15 @@ def test_eval_plays_the_same_games_on_the_server_as_in_process():
     policy = SolverPolicy(EntropySolver(words), PromptStyle("xml", think=False))
     cfg = ServerConfig(port=0, env=EnvConfig(style=PromptStyle("xml", think=False)))
     with ServerThread(cfg) as srv:  # every game of the split holds a session at once
-        runs = [run_eval(policy, answers, EvalConfig(style="xml", think=False, train_sample=False, env_url=url),
-                         None, words) for url in (None, srv.url)]
+        runs = [
+            run_eval(
+                policy,
+                answers,
+                EvalConfig(style="xml", think=False, train_sample=False, env_url=url),
+                None,
+                words,
+            )
+            for url in (None, srv.url)
+        ]
     local, served = (r["metrics"] for r in runs)
     assert local == served and local["games"] == 12 and local["win_rate"] == 1.0

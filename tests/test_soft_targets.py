@@ -1,4 +1,5 @@
-"""Soft letter targets for SFT: distributions re-derived by brute force, token positions, real training steps."""
+"""Soft letter targets for SFT: distributions re-derived by brute force, token positions, real
+training steps."""
 
 import json
 import random
@@ -18,7 +19,9 @@ from wordle_rl.splits import make_splits
 @pytest.fixture(scope="module")
 def soft_data(tmp_path_factory, words):
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=96, seed=1, style="xml", think=False, recall_share=0.0), words)
+    rows = generate_sft(
+        splits, SftConfig(games=96, seed=1, style="xml", think=False, recall_share=0.0), words
+    )
     out = tmp_path_factory.mktemp("data") / "sft"
     save_dataset(rows, out, "sft")
     return out, rows
@@ -55,10 +58,18 @@ def test_letter_distributions_match_brute_force(words):
 def test_soft_targets_sit_on_the_imitated_guess_letters(micro, soft_data, tmp_path):
     data, rows = soft_data
     model, tok = load_model(str(micro))
-    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(tmp_path), max_steps=1,
-                          per_device_train_batch_size=96, soft_target_weight=0.5, threads=1)
-    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(data, soft=True),
-                               processing_class=tok)
+    cfg = WordleSFTConfig(
+        model=str(micro),
+        data=str(data),
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=96,
+        soft_target_weight=0.5,
+        threads=1,
+    )
+    trainer = WordleSFTTrainer(
+        model=model, args=cfg, train_dataset=load_sft_dataset(data, soft=True), processing_class=tok
+    )
     batch = next(iter(trainer.get_train_dataloader()))
     ids, labels = batch["input_ids"], batch["labels"]
     index, probs = batch["soft_index"], batch["soft_probs"]
@@ -73,7 +84,10 @@ def test_soft_targets_sit_on_the_imitated_guess_letters(micro, soft_data, tmp_pa
     # the hard part of the loss is exactly TRL's loss; the soft part adds w * cross-entropy
     model.train()
     total = trainer.compute_loss(model, dict(batch)).item()
-    hard, soft = trainer._metrics["train"]["hard_loss"][-1], trainer._metrics["train"]["soft_loss"][-1]
+    hard, soft = (
+        trainer._metrics["train"]["hard_loss"][-1],
+        trainer._metrics["train"]["soft_loss"][-1],
+    )
     plain = {k: v for k, v in batch.items() if k not in ("soft_index", "soft_probs")}
     trl = super(WordleSFTTrainer, trainer).compute_loss(model, plain).item()
     assert hard == pytest.approx(trl, rel=1e-5)
@@ -83,9 +97,20 @@ def test_soft_targets_sit_on_the_imitated_guess_letters(micro, soft_data, tmp_pa
 def test_sft_with_soft_targets_lowers_both_losses(micro, soft_data, tmp_path):
     data, _ = soft_data
     out = tmp_path / "run"
-    run_sft(WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(out), max_steps=10, logging_steps=1,
-                            per_device_train_batch_size=16, learning_rate=1e-2,
-                            soft_target_weight=1.0, threads=1, disable_tqdm=True))
+    run_sft(
+        WordleSFTConfig(
+            model=str(micro),
+            data=str(data),
+            output_dir=str(out),
+            max_steps=10,
+            logging_steps=1,
+            per_device_train_batch_size=16,
+            learning_rate=1e-2,
+            soft_target_weight=1.0,
+            threads=1,
+            disable_tqdm=True,
+        )
+    )
     log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
     assert len(log) == 10
     assert log[-1]["hard_loss"] < log[0]["hard_loss"] and log[-1]["soft_loss"] < log[0]["soft_loss"]
@@ -93,8 +118,10 @@ def test_sft_with_soft_targets_lowers_both_losses(micro, soft_data, tmp_path):
 
 
 def test_soft_targets_need_games_with_a_history(tmp_path):
-    write_jsonl([{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}],
-                tmp_path / "plain.jsonl")
+    write_jsonl(
+        [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}],
+        tmp_path / "plain.jsonl",
+    )
     with pytest.raises(DataError, match="history"):
         load_sft_dataset(tmp_path / "plain.jsonl", soft=True)
     with pytest.raises(ValueError, match="soft_target_weight"):
@@ -109,9 +136,13 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
 
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
-    bpe.train_from_iterator(list(words.answers) * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"]))
+    bpe.train_from_iterator(
+        list(words.answers) * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"])
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
-    assert len(tok("crane", add_special_tokens=False)["input_ids"]) < 5  # merged: not one token a letter
+    assert (
+        len(tok("crane", add_special_tokens=False)["input_ids"]) < 5
+    )  # merged: not one token a letter
     with pytest.raises(ValueError, match="one letter per token"):
         SoftTargetCollator(base=None, tokenizer=tok, targets=SoftTargets(words))
 
@@ -139,14 +170,18 @@ def test_pattern_distributions_match_brute_force(words):
 
 
 def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_path):
-    """Exercises join the games in the data, pass the data checks (no target), and their soft targets sit on the
-    answered word's letters with the distribution over every answer word that fits the pattern."""
+    """Exercises join the games in the data, pass the data checks (no target), and their soft
+    targets sit on the answered word's letters with the distribution over every answer word that
+    fits the pattern."""
     from wordle_rl.data import stats, validate_rows
     from wordle_rl.splits import check_leakage
 
     splits = make_splits(words, seed=0)
-    rows = generate_sft(splits, SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5,
-                                          recall_share=0.0), words)
+    rows = generate_sft(
+        splits,
+        SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5, recall_share=0.0),
+        words,
+    )
     exercises = [r for r in rows if r.get("lexicon") is not None]
     assert len(rows) == 60 and len(exercises) == 20
     for r in exercises:
@@ -157,22 +192,36 @@ def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_pa
         assert r["messages"][2]["content"] == f"<guess>{word}</guess>"
     validate_rows(rows, "rows", words)
     assert check_leakage(rows, splits, "rows") == 60
-    assert stats(rows, splits)["exercises"] == 20 and stats(rows, splits)["split_membership"] == {"train": 40}
+    assert stats(rows, splits)["exercises"] == 20 and stats(rows, splits)["split_membership"] == {
+        "train": 40
+    }
     bad = dict(exercises[0], lexicon={"pattern": "zzzzz", "word": exercises[0]["lexicon"]["word"]})
     with pytest.raises(DataError, match="does not fit its pattern"):
         validate_rows([bad], "rows", words)
     with pytest.raises(DataError, match="lexicon_share"):
-        generate_sft(splits, SftConfig(games=4, lexicon_share=-0.1, think=True, recall_share=0.0), words)
+        generate_sft(
+            splits, SftConfig(games=4, lexicon_share=-0.1, think=True, recall_share=0.0), words
+        )
 
     data = tmp_path / "sft"
     save_dataset(rows, data, "sft")
     model, tok = load_model(str(micro))
-    cfg = WordleSFTConfig(model=str(micro), data=str(data), output_dir=str(tmp_path / "run"), max_steps=1,
-                          per_device_train_batch_size=60, soft_target_weight=1.0, threads=1)
-    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(data, soft=True),
-                               processing_class=tok)
+    cfg = WordleSFTConfig(
+        model=str(micro),
+        data=str(data),
+        output_dir=str(tmp_path / "run"),
+        max_steps=1,
+        per_device_train_batch_size=60,
+        soft_target_weight=1.0,
+        threads=1,
+    )
+    trainer = WordleSFTTrainer(
+        model=model, args=cfg, train_dataset=load_sft_dataset(data, soft=True), processing_class=tok
+    )
     ds = trainer.train_dataset
-    batch = trainer.data_collator([dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None])
+    batch = trainer.data_collator(
+        [dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None]
+    )
     ids, index, probs = batch["input_ids"], batch["soft_index"].tolist(), batch["soft_probs"]
     st = SoftTargets(words)
     by_row = {}

@@ -4,8 +4,15 @@ import random
 import numpy as np
 import pytest
 
+from wordle_rl.entropy import entropies
 from wordle_rl.game import cache_dir, consistent_with, hard_mode_violation
-from wordle_rl.solvers import EntropySolver, RandomSolver, SearchSolver, entropies, make_solver, play_game
+from wordle_rl.solvers import (
+    EntropySolver,
+    RandomSolver,
+    SearchSolver,
+    make_solver,
+    play_game,
+)
 from wordle_rl.words import WordList
 
 
@@ -14,7 +21,9 @@ def small_words(words):
     rng = random.Random(1)
     answers = sorted(rng.sample(words.answers, 120))
     extra = rng.sample([w for w in words.allowed if w not in words.answer_index], 1500)
-    return WordList(answers=tuple(answers), allowed=tuple(sorted(set(answers) | set(extra))), name="small")
+    return WordList(
+        answers=tuple(answers), allowed=tuple(sorted(set(answers) | set(extra))), name="small"
+    )
 
 
 def _reference_bits(column):
@@ -28,9 +37,15 @@ def test_entropies_match_definition():
     h = entropies(m, np.ascontiguousarray(m.T), np.arange(4), n_patterns=3)
     assert h[0] == pytest.approx(1.5)  # patterns 0,0,1,2 -> 1/2,1/4,1/4
     assert h[1] == pytest.approx(-(0.25 * np.log2(0.25) + 0.75 * np.log2(0.75)))
-    big = np.random.default_rng(0).integers(0, 243, size=(30, 500)).astype(np.uint8)  # 30 guesses x 500 answers
+    big = (
+        np.random.default_rng(0).integers(0, 243, size=(30, 500)).astype(np.uint8)
+    )  # 30 guesses x 500 answers
     by_answer = np.ascontiguousarray(big.T)
-    for cands in (np.arange(20), np.arange(0, 500, 3), np.array([7])):  # small kernel, large kernel, trivial
+    for cands in (
+        np.arange(20),
+        np.arange(0, 500, 3),
+        np.array([7]),
+    ):  # small kernel, large kernel, trivial
         ref = [_reference_bits(big[g, cands]) for g in range(30)]
         assert entropies(big, by_answer, cands) == pytest.approx(ref)
         sub = np.array([3, 1, 29])
@@ -51,8 +66,12 @@ def test_entropy_solver_wins_and_is_deterministic(words, matrix):
 
 
 def test_random_solver_is_seeded_and_plays_candidates(words, matrix):
-    a = [play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]]
-    b = [play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]]
+    a = [
+        play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]
+    ]
+    b = [
+        play_game(RandomSolver(words, matrix=matrix, seed=3), w).guesses for w in words.answers[:40]
+    ]
     assert a == b
     s = RandomSolver(words, matrix=matrix, seed=3)
     rec = play_game(s, "speed")
@@ -106,4 +125,6 @@ def test_candidate_solver_only_guesses_words_that_fit_the_feedback(words, matrix
     hist = [(games[0].guesses[0], games[0].patterns[0])]
     cands = s.candidates(hist)
     h = s.scores(cands, words.answer_to_allowed[cands])
-    assert h[list(words.answer_to_allowed[cands]).index(words.allowed_index[s.guess(hist)])] == pytest.approx(h.max())
+    assert h[
+        list(words.answer_to_allowed[cands]).index(words.allowed_index[s.guess(hist)])
+    ] == pytest.approx(h.max())

@@ -1,5 +1,6 @@
-"""Teacher traces through the openai client against a real OpenAI-compatible HTTP server on loopback with scripted
-replies, including ones that return garbage, hang, drop the connection, or answer 500 and 429."""
+"""Teacher traces through the openai client against a real OpenAI-compatible HTTP server on loopback
+with scripted replies, including ones that return garbage, hang, drop the connection, or answer 500
+and 429."""
 
 import json
 import threading
@@ -12,7 +13,8 @@ from wordle_rl.teacher import TeacherConfig, play_teacher_games, summarize_teach
 
 
 class Script:
-    """Fault injection: ``mode`` applies to the next ``failures_left`` requests (always for always_garbage)."""
+    """Fault injection: ``mode`` applies to the next ``failures_left`` requests (always for
+    always_garbage)."""
 
     def __init__(self):
         self.mode = "ok"
@@ -50,12 +52,22 @@ def _handler(script: Script):
             if mode == "http429":
                 self._send(429, b'{"error": "rate limited"}', retry_after="0")
                 return
-            # scripted teacher: turn 1 guesses 'slate', turn 2 'qqqqq' (invalid) for 'crane' games, then the answer
+            # scripted teacher: turn 1 guesses 'slate', turn 2 'qqqqq' (invalid) for 'crane' games,
+            # then the answer
             turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
             answer = self.server.answer_for(body)
-            guess = ["slate", "qqqqq", answer][min(turns, 2)] if answer == "crane" else ["slate", answer][min(turns, 1)]
+            guess = (
+                ["slate", "qqqqq", answer][min(turns, 2)]
+                if answer == "crane"
+                else ["slate", answer][min(turns, 1)]
+            )
             text = f"<think>turn {turns}</think><guess>{guess}</guess>"
-            self._send(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode())
+            self._send(
+                200,
+                json.dumps(
+                    {"choices": [{"message": {"role": "assistant", "content": text}}]}
+                ).encode(),
+            )
 
         def _send(self, code, data, retry_after=None):
             self.send_response(code)
@@ -77,8 +89,8 @@ def teacher_server():
     from wordle_rl.game import score
     from wordle_rl.prompts import PromptStyle, feedback_message
 
-    # the scripted teacher recognises its game's answer by the feedback to its first guess, SLATE, as the default
-    # prompt style writes it
+    # the scripted teacher recognises its game's answer by the feedback to its first guess, SLATE,
+    # as the default prompt style writes it
 
     def answer_for(body):
         users = [m["content"] for m in body["messages"] if m["role"] == "user"]
@@ -98,7 +110,9 @@ def teacher_server():
 
 
 def _cfg(url, **kw):
-    return TeacherConfig(base_url=url, model="scripted", concurrency=2, timeout_s=1.0, retries=2, **kw)
+    return TeacherConfig(
+        base_url=url, model="scripted", concurrency=2, timeout_s=1.0, retries=2, **kw
+    )
 
 
 def test_games_appended_and_rerun_skips(teacher_server, tmp_path):
@@ -134,7 +148,9 @@ def test_transient_faults_are_retried_by_the_client(teacher_server, tmp_path, mo
     assert script.calls == 2 + 2  # two failed attempts, then the game's two turns
 
 
-def test_faults_past_the_retries_record_an_error_and_a_rerun_plays_the_game(teacher_server, tmp_path):
+def test_faults_past_the_retries_record_an_error_and_a_rerun_plays_the_game(
+    teacher_server, tmp_path
+):
     url, script, games = teacher_server
     games["answers"] = ["abide"]
     out = tmp_path / "g.jsonl"
@@ -146,8 +162,8 @@ def test_faults_past_the_retries_record_an_error_and_a_rerun_plays_the_game(teac
 
 
 def test_garbage_reply_records_error_and_rerun_plays_the_game(teacher_server, tmp_path):
-    """A 200 answer that is no chat completion is not transient to the openai client: the game is recorded as an
-    error at once, and the next run plays it."""
+    """A 200 answer that is no chat completion is not transient to the openai client: the game is
+    recorded as an error at once, and the next run plays it."""
     url, script, games = teacher_server
     games["answers"] = ["abide"]
     script.mode = "always_garbage"

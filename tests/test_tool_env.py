@@ -1,5 +1,6 @@
 """Wordle as a TRL tool-calling environment: the game through the ``guess`` tool, and GRPO with
-``environment_factory`` on a real tiny model whose chat template is TRL's copy of Qwen3's (it renders tool calls)."""
+``environment_factory`` on a real tiny model whose chat template is TRL's copy of Qwen3's (it
+renders tool calls)."""
 
 import json
 from importlib.resources import files
@@ -23,18 +24,26 @@ def server_url():
 
 @pytest.mark.parametrize("where", ["in-process", "server"])
 def test_the_game_through_the_guess_tool_keeps_the_secret_until_the_end(where, request):
-    env = WordleToolEnv(env_url=request.getfixturevalue("server_url") if where == "server" else None)
+    env = WordleToolEnv(
+        env_url=request.getfixturevalue("server_url") if where == "server" else None
+    )
     seen = env.reset(answer="abide", history=[["crane", None]])
     assert "CRANE XXYXG" in seen and "5" in seen
     texts = [env.guess("slate"), env.guess("zzzzz")]
     assert texts[0].startswith("SLATE: XXYXG") and "Refused (not in word list)" in texts[1]
     assert not any("abide" in t.lower() for t in [seen, *texts]) and env.get_reward() == 0.0
     assert "answer" not in env.state and not env.state["done"]
-    assert env.guess(" ABIDE ").endswith("You won!") and env.get_reward() == 3.0  # won in 4 turns: 7 - 4
+    assert (
+        env.guess(" ABIDE ").endswith("You won!") and env.get_reward() == 3.0
+    )  # won in 4 turns: 7 - 4
     with pytest.raises(ValueError, match="game is over"):
         env.guess("crane")
     env.reset(answer="crane")  # the same instance, reused by TRL across batches
-    assert env.get_reward() == 0.0 and env.guess("crane").endswith("You won!") and env.get_reward() == 6.0
+    assert (
+        env.get_reward() == 0.0
+        and env.guess("crane").endswith("You won!")
+        and env.get_reward() == 6.0
+    )
     if where == "server":
         env.game.close()
 
@@ -52,15 +61,30 @@ def test_grpo_with_environment_factory_plays_through_tool_calls(trained_micro, t
     root, model_path = trained_micro
     words = load_word_lists()
     rl = tmp_path / "rl"  # games from the first guess, so every prompt is the one taught below
-    save_dataset(generate_rl(make_splits(words, seed=0), RlConfig(rows=8, seed=0, depth_mix={0: 1.0}), words),
-                 rl, "rl")
+    save_dataset(
+        generate_rl(
+            make_splits(words, seed=0), RlConfig(rows=8, seed=0, depth_mix={0: 1.0}), words
+        ),
+        rl,
+        "rl",
+    )
     model, tok = load_model(str(model_path), threads=1)
     tok.chat_template = files("trl").joinpath("chat_templates/qwen3.jinja").read_text()
-    # teach the tiny model one tool call (it is tiny and random: without this it would never call the tool)
-    prompt = tok.apply_chat_template([{"role": "system", "content": TOOL_SYSTEM_PROMPT},
-                                      {"role": "user", "content": "Make your first guess with the guess tool."
-                                       + WordleToolEnv().reset(answer="crane")}],
-                                     tools=[WordleToolEnv.guess], add_generation_prompt=True, tokenize=False)
+    # teach the tiny model one tool call (it is tiny and random: without this it would never call
+    # the tool)
+    prompt = tok.apply_chat_template(
+        [
+            {"role": "system", "content": TOOL_SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": "Make your first guess with the guess tool."
+                + WordleToolEnv().reset(answer="crane"),
+            },
+        ],
+        tools=[WordleToolEnv.guess],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
     c_ids = tok(CALL, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     ids = torch.tensor([p_ids + c_ids])
@@ -80,10 +104,25 @@ def test_grpo_with_environment_factory_plays_through_tool_calls(trained_micro, t
     assert add_response_schema(tok) is tok  # TRL recognises the template and can parse the calls
 
     out = tmp_path / "grpo-tools"
-    cfg = WordleGRPOConfig(model=str(tool_model), data=str(rl), output_dir=str(out), rollout="tools",
-                           num_generations=2, per_device_train_batch_size=4, max_steps=2, max_completion_length=160,
-                           max_tool_calling_iterations=2, temperature=0.3, threads=1, save_steps=2,
-                           disable_tqdm=True, style="xml", think=False)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        model=str(tool_model),
+        data=str(rl),
+        output_dir=str(out),
+        rollout="tools",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        max_completion_length=160,
+        max_tool_calling_iterations=2,
+        temperature=0.3,
+        threads=1,
+        save_steps=2,
+        disable_tqdm=True,
+        style="xml",
+        think=False,
+    )
     run_grpo(cfg)
     log = json.loads((out / "wordle_rl_grpo_log.json").read_text())
     steps = [x for x in log if "rewards/WordleToolEnv/mean" in x]

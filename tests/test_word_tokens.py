@@ -1,4 +1,5 @@
-"""The embedded tokenizer with one token per answer word: round trip, word soft targets, training, decoding."""
+"""The embedded tokenizer with one token per answer word: round trip, word soft targets, training,
+decoding."""
 
 import json
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from wordle_rl.data import save_dataset
-from wordle_rl.evaluate import EvalConfig, GuessConstraint, ModelPolicy, _prefixes, run_eval
+from wordle_rl.decoding import GuessConstraint, guess_prefixes
+from wordle_rl.evaluate import EvalConfig, ModelPolicy, run_eval
 from wordle_rl.game import score, str_to_pattern
 from wordle_rl.models import build_tokenizer, init_model, load_model
 from wordle_rl.prompts import PromptStyle
@@ -20,7 +22,9 @@ NT = PromptStyle("xml", think=False)
 
 @pytest.fixture(scope="module")
 def word_micro(tmp_path_factory):
-    return init_model(tmp_path_factory.mktemp("models") / "micro-words", "micro", seed=0, word_tokens="answers")
+    return init_model(
+        tmp_path_factory.mktemp("models") / "micro-words", "micro", seed=0, word_tokens="answers"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,10 @@ def test_answer_words_are_single_tokens_and_everything_else_is_spelled(word_micr
 
     tok = AutoTokenizer.from_pretrained(word_micro)
     assert len(tok) == len(build_tokenizer()) + len(words.answers)
-    text = "ABIDE -> X X G G G\nYou have 5 guesses left.<guess>abide</guess><guess>feity</guess> 'crane' cranes"
+    text = (
+        "ABIDE -> X X G G G\nYou have 5 guesses left."
+        "<guess>abide</guess><guess>feity</guess> 'crane' cranes"
+    )
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text and tok.unk_token_id not in ids
     pieces = [tok.decode([i]) for i in ids]
@@ -59,8 +66,15 @@ def test_answer_words_are_single_tokens_and_everything_else_is_spelled(word_micr
 def test_word_soft_targets_are_the_fitting_answers(word_micro, data, words, tmp_path):
     path, _ = data
     model, tok = load_model(str(word_micro))
-    cfg = WordleSFTConfig(model=str(word_micro), data=str(path), output_dir=str(tmp_path), max_steps=1,
-                          per_device_train_batch_size=64, soft_target_weight=0.5, threads=1)
+    cfg = WordleSFTConfig(
+        model=str(word_micro),
+        data=str(path),
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=64,
+        soft_target_weight=0.5,
+        threads=1,
+    )
     ds = load_sft_dataset(path, soft=True)
     trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok)
     collator = trainer.data_collator
@@ -73,35 +87,59 @@ def test_word_soft_targets_are_the_fitting_answers(word_micro, data, words, tmp_
     assert len(batch["soft_index"]) > len(examples)
     for (b, t), p in zip(batch["soft_index"].tolist(), batch["soft_probs"]):
         nxt = int(ids[b, t + 1])
-        assert labels[b, t + 1] == nxt and nxt in answer_of  # the logit that predicts an imitated answer word
+        assert (
+            labels[b, t + 1] == nxt and nxt in answer_of
+        )  # the logit that predicts an imitated answer word
         guess = answer_of[nxt]
         k = [g for g, _ in histories[b]].index(guess)
         fits = {a for a in words.answers if all(score(g, a) == pat for g, pat in histories[b][:k])}
         got = {words.answers[i] for i in torch.nonzero(p).flatten().tolist()}
         assert got == fits and guess in fits
-        assert p.sum().item() == pytest.approx(1.0) and p.max().item() == pytest.approx(1 / len(fits))
+        assert p.sum().item() == pytest.approx(1.0) and p.max().item() == pytest.approx(
+            1 / len(fits)
+        )
     assert SoftTargets(words).word_distribution([("crane", "GGGGX")]).nonzero()[0].tolist() == [
-        words.answers.index("crank")]
+        words.answers.index("crank")
+    ]
 
 
-def test_sft_with_word_tokens_lowers_both_losses_and_decodes_consistently(word_micro, data, words, tmp_path):
+def test_sft_with_word_tokens_lowers_both_losses_and_decodes_consistently(
+    word_micro, data, words, tmp_path
+):
     path, splits = data
     out = tmp_path / "run"
-    run_sft(WordleSFTConfig(model=str(word_micro), data=str(path), output_dir=str(out), max_steps=8,
-                            logging_steps=1, per_device_train_batch_size=16, learning_rate=1e-2,
-                            soft_target_weight=1.0, threads=1, disable_tqdm=True))
+    run_sft(
+        WordleSFTConfig(
+            model=str(word_micro),
+            data=str(path),
+            output_dir=str(out),
+            max_steps=8,
+            logging_steps=1,
+            per_device_train_batch_size=16,
+            learning_rate=1e-2,
+            soft_target_weight=1.0,
+            threads=1,
+            disable_tqdm=True,
+        )
+    )
     log = [e for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e]
     assert log[-1]["hard_loss"] < log[0]["hard_loss"] and log[-1]["soft_loss"] < log[0]["soft_loss"]
     model, tok = load_model(str(out), threads=1)
-    policy = ModelPolicy(model.eval(), tok, NT, words, decode="consistent", max_new_tokens=12, batch_size=8)
-    res = run_eval(policy, splits.test[:8], EvalConfig(decode="consistent", train_sample=False), None, words)
+    policy = ModelPolicy(
+        model.eval(), tok, NT, words, decode="consistent", max_new_tokens=12, batch_size=8
+    )
+    res = run_eval(
+        policy, splits.test[:8], EvalConfig(decode="consistent", train_sample=False), None, words
+    )
     m = res["metrics"]
     assert m["games"] == 8 and m["invalid_word_rate"] == 0 and m["inconsistent_rate"] == 0
 
 
 def test_guess_constraint_with_word_tokens_allows_whole_words():
     tok = build_tokenizer(word_tokens="answers")
-    prefix = _prefixes(["abide", "abbey", "crane", "aahed"], "</guess>")  # aahed: allowed, not an answer
+    prefix = guess_prefixes(
+        ["abide", "abbey", "crane", "aahed"], "</guess>"
+    )  # aahed: allowed, not an answer
     prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt + tok("<guess>", add_special_tokens=False)["input_ids"]])
     scores = GuessConstraint(tok, NT, len(prompt), [prefix])(ids, torch.zeros(1, len(tok)))
@@ -110,18 +148,34 @@ def test_guess_constraint_with_word_tokens_allows_whole_words():
 
 
 def test_word_pattern_exercises_target_every_fitting_answer_word(word_micro, words, tmp_path):
-    rows = generate_sft(make_splits(words, seed=0), SftConfig(games=4, seed=3, think=False, lexicon_share=4,
-                                                              recall_share=0.0), words)
+    rows = generate_sft(
+        make_splits(words, seed=0),
+        SftConfig(games=4, seed=3, think=False, lexicon_share=4, recall_share=0.0),
+        words,
+    )
     exercises = [r["lexicon"] for r in rows if r.get("lexicon") is not None]
     assert len(exercises) == 16
     save_dataset(rows, tmp_path / "sft", "sft")
     model, tok = load_model(str(word_micro))
-    cfg = WordleSFTConfig(model=str(word_micro), data=str(tmp_path / "sft"), output_dir=str(tmp_path / "run"),
-                          max_steps=1, per_device_train_batch_size=20, soft_target_weight=1.0, threads=1)
-    trainer = WordleSFTTrainer(model=model, args=cfg, train_dataset=load_sft_dataset(tmp_path / "sft", soft=True),
-                               processing_class=tok)
+    cfg = WordleSFTConfig(
+        model=str(word_micro),
+        data=str(tmp_path / "sft"),
+        output_dir=str(tmp_path / "run"),
+        max_steps=1,
+        per_device_train_batch_size=20,
+        soft_target_weight=1.0,
+        threads=1,
+    )
+    trainer = WordleSFTTrainer(
+        model=model,
+        args=cfg,
+        train_dataset=load_sft_dataset(tmp_path / "sft", soft=True),
+        processing_class=tok,
+    )
     ds = trainer.train_dataset
-    batch = trainer.data_collator([dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None])
+    batch = trainer.data_collator(
+        [dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None]
+    )
     assert batch["soft_index"][:, 0].tolist() == list(range(16))  # one target a row: the word token
     for (b, t), p, lex in zip(batch["soft_index"].tolist(), batch["soft_probs"], exercises):
         assert tok.decode([int(batch["input_ids"][b, t + 1])]) == lex["word"]

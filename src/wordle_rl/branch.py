@@ -1,22 +1,26 @@
-"""Branch rollouts: GRPO groups formed at one state of the policy's own greedy game, one decision each.
+"""Branch rollouts: GRPO groups formed at one state of the policy's own greedy game, one decision
+each.
 
     wordle-rl grpo --model runs/sft --data data/rl --rollout branch --num-generations 8
 
-Whole-game GRPO gives every token of a game one advantage, and trains sampled games that greedy play never meets.
-Here each group of ``num_generations`` completions is built at one state:
+Whole-game GRPO gives every token of a game one advantage, and trains sampled games that greedy play
+never meets. Here each group of ``num_generations`` completions is built at one state:
 
-1. the current policy plays the group's RL row (an answer and a start history) **greedily** to the end;
-2. one decision of that game is drawn at random (before or at its first refused move, so the state is exact;
-   ``branch_states="endgame"``: its first state in which the answer is the only answer word that fits;
-   ``branch_states="mistake"``: the state of its first move that was refused or did not fit the feedback so far);
-3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each game is then
-   finished **greedily** by the current policy;
-4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k turns is worth
-   ``max_turns + 1 - k``, a loss 0, a refused move costs its turn).
+1. the current policy plays the group's RL row (an answer and a start history) **greedily** to the
+   end;
+2. one decision of that game is drawn at random (before or at its first refused move, so the state
+   is exact; ``branch_states="endgame"``: its first state in which the answer is the only answer
+   word that fits; ``branch_states="mistake"``: the state of its first move that was refused or did
+   not fit the feedback so far);
+3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each
+   game is then finished **greedily** by the current policy;
+4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k
+   turns is worth ``max_turns + 1 - k``, a loss 0, a refused move costs its turn).
 
-The completion TRL trains is the sampled move alone, so its group-relative advantage is how much better (or
-worse) that one move did than the others from the same state, when the policy itself plays on: a one-step policy
-improvement over the greedy policy, aimed at the states greedy play reaches.
+The completion TRL trains is the sampled move alone, so its group-relative advantage is how much
+better (or worse) that one move did than the others from the same state, when the policy itself
+plays on: a one-step policy improvement over the greedy policy, aimed at the states greedy play
+reaches.
 """
 
 from __future__ import annotations
@@ -33,23 +37,29 @@ __all__ = ["BranchRollout", "game_return_reward"]
 
 
 def game_return_reward(completions, episode_return=None, **kwargs) -> list[float]:
-    """The strict game return of each branch, computed by :class:`BranchRollout` (TRL reward-function form).
+    """The strict game return of each branch, computed by :class:`BranchRollout` (TRL
+    reward-function form).
 
-    >>> game_return_reward(["<guess>crane</guess>", "<guess>crone</guess>"], episode_return=[4.0, 0.0])
+    >>> completions = ["<guess>crane</guess>", "<guess>crone</guess>"]
+    >>> game_return_reward(completions, episode_return=[4.0, 0.0])
     [4.0, 0.0]
     """
     if episode_return is None:
-        raise ValueError("game_return_reward scores branch rollouts: it needs the rollout's episode_return")
+        raise ValueError(
+            "game_return_reward scores branch rollouts: it needs the rollout's episode_return"
+        )
     if len(episode_return) != len(completions):
         raise ValueError(f"{len(completions)} completions but {len(episode_return)} returns")
     return [float(x) for x in episode_return]
 
 
 def decision_states(row: dict, moves: list[tuple[str | None, str | None]]) -> list[list[list[str]]]:
-    """The histories before each decision of a game played from ``row`` whose state is exact: every decision up to
-    and including the first refused move (a refused move changes the conversation but not the scored history).
+    """The histories before each decision of a game played from ``row`` whose state is exact: every
+    decision up to and including the first refused move (a refused move changes the conversation but
+    not the scored history).
 
-    >>> decision_states({"history": [["raise", "XXXXX"]]}, [("could", "XYXXX"), (None, None), ("mount", "GGGGG")])
+    >>> moves = [("could", "XYXXX"), (None, None), ("mount", "GGGGG")]
+    >>> decision_states({"history": [["raise", "XXXXX"]]}, moves)
     [[['raise', 'XXXXX']], [['raise', 'XXXXX'], ['could', 'XYXXX']]]
     """
     history = [list(t) for t in row.get("history") or []]
@@ -63,19 +73,22 @@ def decision_states(row: dict, moves: list[tuple[str | None, str | None]]) -> li
 
 
 class BranchRollout(WordleRollout):
-    """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state, sampled moves there,
-    greedy finishes; the completion is the sampled move, the reward its game's strict return. With
-    ``branch_states="endgame"`` the state is the game's first in which its answer is the only answer word that fits
-    (a drawn one when the game never gets there); with ``branch_states="mistake"`` it is the state of the greedy
-    game's first refused or non-fitting move (else its endgame, else a drawn one)."""
+    """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state,
+    sampled moves there, greedy finishes; the completion is the sampled move, the reward its game's
+    strict return. With ``branch_states="endgame"`` the state is the game's first in which its
+    answer is the only answer word that fits (a drawn one when the game never gets there); with
+    ``branch_states="mistake"`` it is the state of the greedy game's first refused or non-fitting
+    move (else its endgame, else a drawn one)."""
 
     def _only_fit(self, history: list, answer: str) -> bool:
-        """Whether ``answer`` is the only answer word that fits ``history`` (found by re-scoring)."""
+        """Whether ``answer`` is the only answer word that fits ``history`` (found by
+        re-scoring)."""
         fits = self.ctx.candidates(as_history(history))
         return len(fits) == 1 and self.ctx.words.answers[int(fits[0])] == answer
 
     def _first_mistake(self, states: list, moves: list) -> int | None:
-        """Index of the first decision whose greedy move was refused or does not fit the feedback before it."""
+        """Index of the first decision whose greedy move was refused or does not fit the feedback
+        before it."""
         for k, state in enumerate(states):
             guess = moves[k][0]
             if guess is None or not consistent_with(as_history(state), guess):
@@ -93,7 +106,11 @@ class BranchRollout(WordleRollout):
             states = decision_states(self.rows[r], game["moves"])
             ends = [s for s in states if self._only_fit(s, self.rows[r]["answer"])][:1]
             pool = ends if ends and self.cfg.branch_states in ("endgame", "mistake") else states
-            k = self._first_mistake(states, game["moves"]) if self.cfg.branch_states == "mistake" else None
+            k = (
+                self._first_mistake(states, game["moves"])
+                if self.cfg.branch_states == "mistake"
+                else None
+            )
             if k is not None:
                 pool, mistakes = [states[k]], mistakes + 1
             state = pool[int(self.rng.integers(len(pool)))]
@@ -101,33 +118,67 @@ class BranchRollout(WordleRollout):
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
         games = self.play(model, [], sample_turns=1, rows=branch_rows)
         self.last_rows = branch_rows
-        returns = [game_return(x["won"], x["turns"], self.cfg.max_turns,
-                               legal_share=float(np.mean([e is None for e in x["errors"]])),
-                               shaping=self.cfg.return_shaping) for x in games]
-        first = [x["env_mask"].index(0) if 0 in x["env_mask"] else len(x["env_mask"]) for x in games]
-        spread = [np.ptp(returns[k:k + g]) for k in range(0, len(returns), g)]
+        returns = [
+            game_return(
+                x["won"],
+                x["turns"],
+                self.cfg.max_turns,
+                legal_share=float(np.mean([e is None for e in x["errors"]])),
+                shaping=self.cfg.return_shaping,
+            )
+            for x in games
+        ]
+        first = [
+            x["env_mask"].index(0) if 0 in x["env_mask"] else len(x["env_mask"]) for x in games
+        ]
+        spread = [np.ptp(returns[k : k + g]) for k in range(0, len(returns), g)]
         won = [x for x in greedy if x["won"]]
         moves = [x["errors"][0] for x in games]
-        self.last_stats.update({
-            "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
-            "wordle/win_rate": float(np.mean([x["won"] for x in games])),
-            "wordle/greedy_win_rate": len(won) / len(greedy),
-            "wordle/greedy_mean_guesses": float(np.mean([x["turns"] if x["won"] else 7 for x in greedy])),
-            "wordle/mean_return": float(np.mean(returns)),
-            "wordle/branch_depth": float(np.mean(depths)),
-            "wordle/branch_on_mistake": mistakes / len(greedy),
-            "wordle/invalid_word_rate": float(np.mean([e == "not_in_word_list" for e in moves])),
-            "wordle/repeated_guess_rate": float(np.mean([e == "repeated_guess" for e in moves])),
-            "wordle/format_error_rate": float(np.mean([e not in (None, "not_in_word_list", "repeated_guess",
-                                                                 "hard_mode_violation") for e in moves])),
-            "wordle/episodes_per_s": len(games) / (time.perf_counter() - t0),
-        })
+        self.last_stats.update(
+            {
+                "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
+                "wordle/win_rate": float(np.mean([x["won"] for x in games])),
+                "wordle/greedy_win_rate": len(won) / len(greedy),
+                "wordle/greedy_mean_guesses": float(
+                    np.mean([x["turns"] if x["won"] else 7 for x in greedy])
+                ),
+                "wordle/mean_return": float(np.mean(returns)),
+                "wordle/branch_depth": float(np.mean(depths)),
+                "wordle/branch_on_mistake": mistakes / len(greedy),
+                "wordle/invalid_word_rate": float(
+                    np.mean([e == "not_in_word_list" for e in moves])
+                ),
+                "wordle/repeated_guess_rate": float(
+                    np.mean([e == "repeated_guess" for e in moves])
+                ),
+                "wordle/format_error_rate": float(
+                    np.mean(
+                        [
+                            e
+                            not in (
+                                None,
+                                "not_in_word_list",
+                                "repeated_guess",
+                                "hard_mode_violation",
+                            )
+                            for e in moves
+                        ]
+                    )
+                ),
+                "wordle/episodes_per_s": len(games) / (time.perf_counter() - t0),
+            }
+        )
         metrics = getattr(trainer, "_metrics", None)
         if metrics is not None:
             for k, v in self.last_stats.items():
                 if k.startswith("wordle/"):
                     metrics["train"][k].append(v)
-        return {"prompt_ids": [x["prompt_ids"] for x in games],
-                "completion_ids": [x["completion_ids"][:k] for x, k in zip(games, first)],
-                "env_mask": [[1] * k for k in first], "logprobs": None,
-                "episode_return": returns, "won": [x["won"] for x in games], "turns": [x["turns"] for x in games]}
+        return {
+            "prompt_ids": [x["prompt_ids"] for x in games],
+            "completion_ids": [x["completion_ids"][:k] for x, k in zip(games, first)],
+            "env_mask": [[1] * k for k in first],
+            "logprobs": None,
+            "episode_return": returns,
+            "won": [x["won"] for x in games],
+            "turns": [x["turns"] for x in games],
+        }

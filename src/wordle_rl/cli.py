@@ -7,9 +7,9 @@
     wordle-rl pipeline [--config quick]                     # the main job
     wordle-rl serve --port 8000                             # the environment over OpenEnv
 
-``play`` and ``solve`` take ``--answers FILE [--allowed FILE]`` to use your own word lists. The other commands
-live by group: ``cli_data`` (``data ...``), ``cli_train`` (``init-model``, ``sft``, ``grpo``) and ``cli_eval``
-(``eval``, ``compare``, ``plot``, ``watch``, ``rewards explain``).
+``play`` and ``solve`` take ``--answers FILE [--allowed FILE]`` to use your own word lists. The
+other commands live by group: ``cli_data`` (``data ...``), ``cli_train`` (``init-model``, ``sft``,
+``grpo``) and ``cli_eval`` (``eval``, ``compare``, ``plot``, ``watch``, ``rewards explain``).
 """
 
 from __future__ import annotations
@@ -43,17 +43,27 @@ from wordle_rl.cli_common import (
 from wordle_rl.game import Game, InvalidGuess
 from wordle_rl.prompts import DEFAULT_STYLE
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL.")
-app.add_typer(cli_data.app, name="data", no_args_is_help=True, help="Generate and check training data.")
-app.add_typer(cli_eval.rewards_app, name="rewards", no_args_is_help=True, help="Inspect reward functions.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL."
+)
+app.add_typer(
+    cli_data.app, name="data", no_args_is_help=True, help="Generate and check training data."
+)
+app.add_typer(
+    cli_eval.rewards_app, name="rewards", no_args_is_help=True, help="Inspect reward functions."
+)
 app.add_typer(cli_train.app)
 app.add_typer(cli_eval.app)
 
 
 @app.command()
 def play(
-    hard: Annotated[bool, typer.Option(help="Hard mode: greens stay in place, revealed letters are reused.")] = False,
-    seed: Annotated[int | None, typer.Option(help="Seed that picks the answer (random if unset).")] = None,
+    hard: Annotated[
+        bool, typer.Option(help="Hard mode: greens stay in place, revealed letters are reused.")
+    ] = False,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed that picks the answer (random if unset).")
+    ] = None,
     answer: Annotated[str | None, typer.Option(help="Play against this answer.")] = None,
     max_turns: Annotated[int, typer.Option(help="Guesses allowed.")] = 6,
     answers: AnswersOpt = None,
@@ -67,7 +77,9 @@ def play(
         game = Game(secret, words=wl, max_turns=max_turns, hard=hard)
     except ValueError as e:
         raise fail(str(e)) from e
-    console.print(f"Guess the {wl.length}-letter word in {max_turns} tries{' (hard mode)' if hard else ''}.")
+    console.print(
+        f"Guess the {wl.length}-letter word in {max_turns} tries{' (hard mode)' if hard else ''}."
+    )
     while not game.over:
         try:
             raw = console.input(f"[bold]Guess {game.turns_used + 1}/{max_turns}:[/] ")
@@ -93,7 +105,13 @@ def _solve_one(solver, answer: str, max_turns: int, rng: random.Random) -> dict:
     from wordle_rl.solvers import play_game
 
     rec = play_game(solver, answer, max_turns=max_turns, rng=rng)
-    return {"answer": answer, "guesses": rec.guesses, "patterns": rec.patterns, "won": rec.won, "turns": rec.turns}
+    return {
+        "answer": answer,
+        "guesses": rec.guesses,
+        "patterns": rec.patterns,
+        "won": rec.won,
+        "turns": rec.turns,
+    }
 
 
 def summarize(games: list[dict], max_turns: int) -> dict:
@@ -105,7 +123,8 @@ def summarize(games: list[dict], max_turns: int) -> dict:
         "win_rate": len(wins) / len(games) if games else 0.0,
         "mean_guesses": statistics.fmean(g["turns"] for g in wins) if wins else None,
         "worst_case": max((g["turns"] for g in wins), default=None),
-        "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)} | {"X": len(games) - len(wins)},
+        "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)}
+        | {"X": len(games) - len(wins)},
         "losses": [g["answer"] for g in games if not g["won"]],
     }
 
@@ -113,13 +132,17 @@ def summarize(games: list[dict], max_turns: int) -> dict:
 @app.command()
 def solve(
     answer: Annotated[str | None, typer.Option(help="Show the solver playing this answer.")] = None,
-    all_answers: Annotated[bool, typer.Option("--all", help="Play every answer and report statistics.")] = False,
+    all_answers: Annotated[
+        bool, typer.Option("--all", help="Play every answer and report statistics.")
+    ] = False,
     solver: Annotated[str, typer.Option(help="random | entropy | search | candidate")] = "entropy",
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for the random solver.")] = 0,
     max_turns: Annotated[int, typer.Option(help="Guesses allowed.")] = 6,
     limit: Annotated[int | None, typer.Option(help="With --all: only the first N answers.")] = None,
-    out: Annotated[Path | None, typer.Option(help="With --all: write the results as JSON here.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="With --all: write the results as JSON here.")
+    ] = None,
     answers: AnswersOpt = None,
     allowed: AllowedOpt = None,
 ) -> None:
@@ -147,20 +170,32 @@ def solve(
     targets = list(wl.answers[:limit] if limit else wl.answers)
     t0 = time.perf_counter()
     games = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(f"{solver}{' hard' if hard else ''}", total=len(targets))
         for a in targets:
             games.append(_solve_one(policy, a, max_turns, rng))
             bar.advance(task)
     wall = time.perf_counter() - t0
-    res = summarize(games, max_turns) | {"solver": solver, "hard": hard, "seed": seed, "wall_s": round(wall, 2),
-                                          "word_lists": wl.name}
+    res = summarize(games, max_turns) | {
+        "solver": solver,
+        "hard": hard,
+        "seed": seed,
+        "wall_s": round(wall, 2),
+        "word_lists": wl.name,
+    }
     table = Table(title=f"{solver} solver{' (hard mode)' if hard else ''} on {len(games)} answers")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("win rate", f"{res['win_rate']:.2%}")
-    table.add_row("mean guesses (wins)", f"{res['mean_guesses']:.4f}" if res["mean_guesses"] else "-")
+    table.add_row(
+        "mean guesses (wins)", f"{res['mean_guesses']:.4f}" if res["mean_guesses"] else "-"
+    )
     table.add_row("worst case", str(res["worst_case"]))
     table.add_row("histogram", "  ".join(f"{k}:{v}" for k, v in res["histogram"].items()))
     table.add_row("wall time", f"{wall:.1f} s")
@@ -173,12 +208,16 @@ def solve(
 
 @app.command()
 def pipeline(
-    config: Annotated[str, typer.Option(help="Preset (cpu-default, quick, gpu-qwen3) or a TOML/YAML file.")] =
-    "cpu-default",
-    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/<config name>).")] = None,
+    config: Annotated[
+        str, typer.Option(help="Preset (cpu-default, quick, gpu-qwen3) or a TOML/YAML file.")
+    ] = "cpu-default",
+    out: Annotated[
+        Path | None, typer.Option(help="Run folder (default runs/<config name>).")
+    ] = None,
 ) -> None:
     """Everything in order: words, solver baselines, data, model, SFT, GRPO, evaluation, report.
-    Finished stages are skipped on a rerun; a killed training stage resumes from its last checkpoint."""
+    Finished stages are skipped on a rerun; a killed training stage resumes from its last
+    checkpoint."""
     from wordle_rl.config import ConfigError, load_config
     from wordle_rl.pipeline import run_pipeline
 
@@ -195,10 +234,15 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     max_sessions: Annotated[int, typer.Option(help="Concurrent sessions before 'busy'.")] = 512,
-    idle_timeout: Annotated[float, typer.Option(help="Seconds before an idle session closes.")] = 300.0,
-    max_message_bytes: Annotated[int, typer.Option(help="Larger messages get an error reply.")] = 65536,
-    allow_answer: Annotated[bool, typer.Option("--allow-answer/--blind",
-                                               help="Let clients choose the answer at reset.")] = True,
+    idle_timeout: Annotated[
+        float, typer.Option(help="Seconds before an idle session closes.")
+    ] = 300.0,
+    max_message_bytes: Annotated[
+        int, typer.Option(help="Larger messages get an error reply.")
+    ] = 65536,
+    allow_answer: Annotated[
+        bool, typer.Option("--allow-answer/--blind", help="Let clients choose the answer at reset.")
+    ] = True,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
@@ -211,12 +255,20 @@ def serve(
     from wordle_rl.server import serve as run_server
 
     try:
-        cfg = ServerConfig(host=host, port=port, max_sessions=max_sessions, idle_timeout_s=idle_timeout,
-                           max_message_bytes=max_message_bytes, allow_answer=allow_answer,
-                           env=EnvConfig(style=PromptStyle(style, think=think), hard=hard, reward_weights=preset))
+        cfg = ServerConfig(
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout,
+            max_message_bytes=max_message_bytes,
+            allow_answer=allow_answer,
+            env=EnvConfig(style=PromptStyle(style, think=think), hard=hard, reward_weights=preset),
+        )
     except ValueError as e:
         raise fail(str(e)) from e
-    console.print(f"wordle-rl environment server on http://{host}:{port} (WebSocket /ws, health /health)")
+    console.print(
+        f"wordle-rl environment server on http://{host}:{port} (WebSocket /ws, health /health)"
+    )
     run_server(cfg)
 
 

@@ -17,14 +17,25 @@ from wordle_rl.words import WordList, WordListError, load_word_lists
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
-AnswersOpt = Annotated[Path | None, typer.Option("--answers", help="File of possible answers, one per line.")]
-AllowedOpt = Annotated[Path | None, typer.Option("--allowed", help="File of allowed guesses (answers included).")]
+AnswersOpt = Annotated[
+    Path | None, typer.Option("--answers", help="File of possible answers, one per line.")
+]
+AllowedOpt = Annotated[
+    Path | None, typer.Option("--allowed", help="File of allowed guesses (answers included).")
+]
 
 _STYLE = {GREEN: "bold white on green4", YELLOW: "bold black on yellow3", 0: "bold white on grey35"}
-_KEY_STYLE = {-1: "bold black on grey82", 0: "grey50 on grey15"}  # unused letters, letters known absent
+_KEY_STYLE = {
+    -1: "bold black on grey82",
+    0: "grey50 on grey15",
+}  # unused letters, letters known absent
 StyleOpt = Annotated[str, typer.Option(help=f"Prompt style: {' | '.join(STYLES)}.")]
-ThinkOpt = Annotated[bool, typer.Option("--think/--no-think", help="xml/tiles/plain: expect a <think> block.")]
-SplitsOpt = Annotated[Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")]
+ThinkOpt = Annotated[
+    bool, typer.Option("--think/--no-think", help="xml/tiles/plain: expect a <think> block.")
+]
+SplitsOpt = Annotated[
+    Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")
+]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -56,7 +67,9 @@ def keyboard(history: list[tuple[str, int]]) -> Text:
     for row in ("qwertyuiop", "asdfghjkl", "zxcvbnm"):
         t.append(" " * (10 - len(row)))
         for c in row:
-            t.append(f" {c.upper()} ", style=_KEY_STYLE.get(best.get(c, -1), _STYLE.get(best.get(c))))
+            t.append(
+                f" {c.upper()} ", style=_KEY_STYLE.get(best.get(c, -1), _STYLE.get(best.get(c)))
+            )
         t.append("\n")
     return t
 

@@ -1,9 +1,9 @@
 """``wordle-rl data``: splits, SFT games, RL rows, checks and statistics, teacher traces.
 
-    wordle-rl data split --seed 0
-    wordle-rl data sft --games 140000 --no-think --recall-share 0.2
-    wordle-rl data rl --rows 4000
-    wordle-rl data check data/sft/sft.jsonl --allow-outside
+wordle-rl data split --seed 0
+wordle-rl data sft --games 140000 --no-think --recall-share 0.2
+wordle-rl data rl --rows 4000
+wordle-rl data check data/sft/sft.jsonl --allow-outside
 """
 
 from __future__ import annotations
@@ -35,9 +35,16 @@ app = typer.Typer(no_args_is_help=True, help="Generate and check training data."
 def data_split(
     seed: Annotated[int, typer.Option(help="Shuffle seed.")] = 0,
     fractions: Annotated[str, typer.Option(help="train,val,test fractions.")] = "0.8,0.1,0.1",
-    rl_share: Annotated[float, typer.Option(help="Share of the train answers held back from SFT games as the rl "
-                                                 "split: RL targets only (`data rl --split rl`).")] = 0.0,
-    out: Annotated[Path, typer.Option(help="Where to write the splits JSON.")] = Path("data/splits.json"),
+    rl_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of the train answers held back from SFT games as the rl "
+            "split: RL targets only (`data rl --split rl`)."
+        ),
+    ] = 0.0,
+    out: Annotated[Path, typer.Option(help="Where to write the splits JSON.")] = Path(
+        "data/splits.json"
+    ),
 ) -> None:
     """Divide the answers into train / val / test (and rl, with --rl-share), deterministically."""
     from wordle_rl.splits import make_splits
@@ -49,7 +56,9 @@ def data_split(
     splits = _data_call(make_splits, load_word_lists(), seed, fr, rl_share)
     splits.save(out)
     rl = f" / rl {len(splits.rl)}" if splits.rl else ""
-    console.print(f"train {len(splits.train)}{rl} / val {len(splits.val)} / test {len(splits.test)} -> {out}")
+    console.print(
+        f"train {len(splits.train)}{rl} / val {len(splits.val)} / test {len(splits.test)} -> {out}"
+    )
 
 
 @app.command("sft")
@@ -59,36 +68,67 @@ def data_sft(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = _SFT.think,
-    solvers: Annotated[str, typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"
-                                         )] = _SOLVER_MIX,
-    balance_share: Annotated[float, typer.Option(help="Share of games that write the least-written remaining "
-                                                      "answer words (evens out word exposure).")] =
-    _SFT.balance_share,
-    wide_share: Annotated[float, typer.Option(help="Share of games whose target is an allowed word outside the "
-                                                   "answer list (never a val/test answer), every allowed word a "
-                                                   "possible answer.")] = _SFT.wide_share,
-    wide_answers_first: Annotated[bool, typer.Option(help="Wide games guess fitting answer words (the solver mix) "
-                                                          "while any fits; then every allowed word.")] =
-    _SFT.wide_answers_first,
-    refused_share: Annotated[float, typer.Option(help="Share of games showing one refused move and the reply."
-                                                      )] = _SFT.refused_share,
-    refused_kinds: Annotated[str, typer.Option(help="Refused moves shown, kind:weight of misspelt, blend (a "
-                                                    "non-word spliced from fitting words), repeat.")] =
-    _REFUSED_KINDS,
-    recall_share: Annotated[float, typer.Option(help="Share of games that are recall games: on an allowed word "
-                                                     "outside the answer list next to an answer word, cut where the "
-                                                     "solver writes that word as the only fit.")] =
-    _SFT.recall_share,
-    lexicon_share: Annotated[float, typer.Option(help="Word-pattern exercises added, as a share of the games: any "
-                                                      "answer word with 2-4 letters in place (no game, no target)."
-                                                 )] = _SFT.lexicon_share,
-    protocol: Annotated[str, typer.Option(help="open: recall games recall every answer word; strict: only train "
-                                               "answers, and no game ends on a val or test word.")] =
-    _SFT.protocol,
+    solvers: Annotated[
+        str,
+        typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"),
+    ] = _SOLVER_MIX,
+    balance_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of games that write the least-written remaining "
+            "answer words (evens out word exposure)."
+        ),
+    ] = _SFT.balance_share,
+    wide_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of games whose target is an allowed word outside the "
+            "answer list (never a val/test answer), every allowed word a possible answer."
+        ),
+    ] = _SFT.wide_share,
+    wide_answers_first: Annotated[
+        bool,
+        typer.Option(
+            help="Wide games guess fitting answer words (the solver mix) "
+            "while any fits; then every allowed word."
+        ),
+    ] = _SFT.wide_answers_first,
+    refused_share: Annotated[
+        float, typer.Option(help="Share of games showing one refused move and the reply.")
+    ] = _SFT.refused_share,
+    refused_kinds: Annotated[
+        str,
+        typer.Option(
+            help="Refused moves shown, kind:weight of misspelt, blend (a "
+            "non-word spliced from fitting words), repeat."
+        ),
+    ] = _REFUSED_KINDS,
+    recall_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of games that are recall games: on an allowed word outside the answer list "
+            "next to an answer word, cut where the solver writes that word as the only fit."
+        ),
+    ] = _SFT.recall_share,
+    lexicon_share: Annotated[
+        float,
+        typer.Option(
+            help="Word-pattern exercises added, as a share of the games: any "
+            "answer word with 2-4 letters in place (no game, no target)."
+        ),
+    ] = _SFT.lexicon_share,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="open: recall games recall every answer word; strict: only train "
+            "answers, and no game ends on a val or test word."
+        ),
+    ] = _SFT.protocol,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
-    """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words outside the answer
-    list) as TRL conversational `messages` rows (JSONL + datasets), and optionally word-pattern exercises."""
+    """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words
+    outside the answer list) as TRL conversational `messages` rows (JSONL + datasets), and
+    optionally word-pattern exercises."""
     from wordle_rl.data import is_exercise, save_dataset
     from wordle_rl.sft_games import SftConfig, generate_sft, parse_refused_kinds, parse_solver_mix
     from wordle_rl.splits import Splits
@@ -98,16 +138,30 @@ def data_sft(
     kinds = _data_call(parse_refused_kinds, refused_kinds)
     t0 = time.perf_counter()
     with console.status(f"playing {games} solver games"):
-        rows = _data_call(generate_sft, sp, SftConfig(games=games, seed=seed, style=style, think=think,
-                                                      solver_mix=mix, balance_share=balance_share,
-                                                      wide_share=wide_share,
-                                                      wide_answers_first=wide_answers_first,
-                                                      refused_share=refused_share, refused_kinds=kinds,
-                                                      recall_share=recall_share, protocol=protocol,
-                                                      lexicon_share=lexicon_share))
+        rows = _data_call(
+            generate_sft,
+            sp,
+            SftConfig(
+                games=games,
+                seed=seed,
+                style=style,
+                think=think,
+                solver_mix=mix,
+                balance_share=balance_share,
+                wide_share=wide_share,
+                wide_answers_first=wide_answers_first,
+                refused_share=refused_share,
+                refused_kinds=kinds,
+                recall_share=recall_share,
+                protocol=protocol,
+                lexicon_share=lexicon_share,
+            ),
+        )
     path = save_dataset(rows, out, "sft")
     exercises = sum(map(is_exercise, rows))
-    what = f"{len(rows) - exercises} games" + (f" + {exercises} word-pattern exercises" if exercises else "")
+    what = f"{len(rows) - exercises} games" + (
+        f" + {exercises} word-pattern exercises" if exercises else ""
+    )
     console.print(f"{what} -> {path} and {out / 'hf'} ({time.perf_counter() - t0:.1f} s)")
 
 
@@ -116,14 +170,23 @@ def data_rl(
     splits: SplitsOpt = Path("data/splits.json"),
     rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = _RL.rows,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
-    split: Annotated[str, typer.Option(help="Split whose answers are targets: train, or rl (held back from SFT).")] =
-    "train",
-    depth_mix: Annotated[str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")] =
-    _DEPTH_MIX,
-    random_moves: Annotated[float, typer.Option(help="Share of random candidate moves in histories.")] =
-    _RL.random_move_share,
-    wide_share: Annotated[float, typer.Option(help="Share of rows whose target is an allowed word outside the "
-                                                   "answer list (never a val/test answer).")] = _RL.wide_share,
+    split: Annotated[
+        str,
+        typer.Option(help="Split whose answers are targets: train, or rl (held back from SFT)."),
+    ] = "train",
+    depth_mix: Annotated[
+        str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")
+    ] = _DEPTH_MIX,
+    random_moves: Annotated[
+        float, typer.Option(help="Share of random candidate moves in histories.")
+    ] = _RL.random_move_share,
+    wide_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of rows whose target is an allowed word outside the "
+            "answer list (never a val/test answer)."
+        ),
+    ] = _RL.wide_share,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = _RL.think,
     out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
@@ -135,8 +198,16 @@ def data_rl(
 
     sp = _data_call(Splits.load, splits)
     mix = _data_call(parse_depth_mix, depth_mix)
-    cfg = RlConfig(rows=rows, seed=seed, split=split, depth_mix=mix, random_move_share=random_moves,
-                   wide_share=wide_share, style=style, think=think)
+    cfg = RlConfig(
+        rows=rows,
+        seed=seed,
+        split=split,
+        depth_mix=mix,
+        random_move_share=random_moves,
+        wide_share=wide_share,
+        style=style,
+        think=think,
+    )
     data = _data_call(generate_rl, sp, cfg)
     path = save_dataset(data, out, "rl")
     console.print(f"{len(data)} prompts -> {path} and {out / 'hf'}")
@@ -162,12 +233,19 @@ def data_check(
     dataset: Annotated[Path, typer.Argument(help="JSONL file or datasets folder.")],
     splits: SplitsOpt = Path("data/splits.json"),
     split: Annotated[str, typer.Option(help="The only split allowed as a target.")] = "train",
-    allow_outside: Annotated[bool, typer.Option(help="Also accept targets that are allowed words outside the answer "
-                                                     "list (SFT games made with --wide-share).")] = False,
-    protocol: Annotated[str, typer.Option(help="strict also refuses a game that ends on a val or test word.")] =
-    "open",
+    allow_outside: Annotated[
+        bool,
+        typer.Option(
+            help="Also accept targets that are allowed words outside the answer "
+            "list (SFT games made with --wide-share)."
+        ),
+    ] = False,
+    protocol: Annotated[
+        str, typer.Option(help="strict also refuses a game that ends on a val or test word.")
+    ] = "open",
 ) -> None:
-    """Fail loudly if any row targets an answer outside the allowed split (leakage), or is malformed."""
+    """Fail loudly if any row targets an answer outside the allowed split (leakage), or is
+    malformed."""
     from wordle_rl.data import is_exercise, validate_rows
     from wordle_rl.splits import Splits, check_leakage
 
@@ -199,13 +277,19 @@ def data_teacher(
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL (…/v1).")],
     model: Annotated[str, typer.Option(help="Model name.")],
     splits: SplitsOpt = Path("data/splits.json"),
-    out: Annotated[Path, typer.Option(help="JSONL of games (appended, resumable).")] = Path("data/teacher/games.jsonl"),
+    out: Annotated[Path, typer.Option(help="JSONL of games (appended, resumable).")] = Path(
+        "data/teacher/games.jsonl"
+    ),
     games_per_word: Annotated[int, typer.Option(help="Games per train answer.")] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first N train answers.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.")
+    ] = "OPENAI_API_KEY",
     concurrency: Annotated[int, typer.Option(help="Games at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
-    retries: Annotated[int, typer.Option(help="Retries per request (the openai client's exponential backoff).")] = 3,
+    retries: Annotated[
+        int, typer.Option(help="Retries per request (the openai client's exponential backoff).")
+    ] = 3,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = True,
@@ -216,28 +300,52 @@ def data_teacher(
 
     sp = _data_call(Splits.load, splits)
     answers = sp.train[:limit] if limit else sp.train
-    cfg = TeacherConfig(base_url=base_url, model=model, api_key_env=api_key_env, concurrency=concurrency,
-                        timeout_s=timeout, retries=retries, temperature=temperature, style=style, think=think)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    cfg = TeacherConfig(
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        retries=retries,
+        temperature=temperature,
+        style=style,
+        think=think,
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console) as bar:
         task = bar.add_task("teacher games", total=len(answers) * games_per_word)
-        counts = play_teacher_games(cfg, answers, out, games_per_word, on_game=lambda _: bar.advance(task))
+        counts = play_teacher_games(
+            cfg, answers, out, games_per_word, on_game=lambda _: bar.advance(task)
+        )
     from wordle_rl.data import read_jsonl
 
     per = summarize_teacher(_data_call(read_jsonl, out))
     wins = sum(d["wins"] for d in per.values())
     games = sum(d["games"] for d in per.values())
-    console.print(f"played {counts['played']}, skipped {counts['skipped']} already finished, "
-                  f"{counts['errors']} failed (retried next run); finished games: {games}, won {wins}")
+    console.print(
+        f"played {counts['played']}, skipped {counts['skipped']} already finished, "
+        f"{counts['errors']} failed (retried next run); finished games: {games}, won {wins}"
+    )
     console.print(f"per-word summary: {len(per)} words -> see {out}")
 
 
 @app.command("teacher-sft")
 def data_teacher_sft(
     games: Annotated[Path, typer.Argument(help="Teacher games JSONL.")],
-    out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/teacher-sft"),
-    won_only: Annotated[bool, typer.Option("--won-only/--all-games", help="Keep won games only.")] = True,
-    format_clean: Annotated[bool, typer.Option("--format-clean/--any-format", help="Drop games with errors.")] = True,
+    out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path(
+        "data/teacher-sft"
+    ),
+    won_only: Annotated[
+        bool, typer.Option("--won-only/--all-games", help="Keep won games only.")
+    ] = True,
+    format_clean: Annotated[
+        bool, typer.Option("--format-clean/--any-format", help="Drop games with errors.")
+    ] = True,
     max_turns: Annotated[int | None, typer.Option(help="Keep games of at most N turns.")] = None,
     splits: SplitsOpt = Path("data/splits.json"),
 ) -> None:

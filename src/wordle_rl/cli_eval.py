@@ -1,8 +1,8 @@
 """``wordle-rl eval``, ``compare``, ``plot``, ``watch`` and ``rewards explain``.
 
-    wordle-rl eval --model runs/sft --split val --train-data data/sft --out runs/sft/eval-val
-    wordle-rl compare runs/sft/eval-val runs/grpo/eval-val --paired
-    wordle-rl watch --model runs/sft --answer crane
+wordle-rl eval --model runs/sft --split val --train-data data/sft --out runs/sft/eval-val
+wordle-rl compare runs/sft/eval-val runs/grpo/eval-val --paired
+wordle-rl watch --model runs/sft --answer crane
 """
 
 from __future__ import annotations
@@ -32,16 +32,24 @@ def _read_transcript(path: Path) -> list[dict]:
     for row in _data_call(read_jsonl, path):
         turns = row.get("completions") or row.get("turns") or row.get("guesses")
         if not isinstance(row.get("answer"), str) or not isinstance(turns, list):
-            raise fail(f"{path}:{row['_line']}: expected {{\"answer\": str, \"completions\": [str, ...]}}")
+            raise fail(
+                f'{path}:{row["_line"]}: expected {{"answer": str, "completions": [str, ...]}}'
+            )
         games.append({"answer": row["answer"], "turns": [str(t) for t in turns]})
     return games
 
 
 @rewards_app.command("explain")
 def rewards_explain(
-    answer: Annotated[str | None, typer.Option(help="The answer of a game typed on the command line.")] = None,
-    guesses: Annotated[str | None, typer.Option(help="Comma-separated guesses or raw completions.")] = None,
-    transcript: Annotated[Path | None, typer.Option(help="JSONL: {answer, completions} per game.")] = None,
+    answer: Annotated[
+        str | None, typer.Option(help="The answer of a game typed on the command line.")
+    ] = None,
+    guesses: Annotated[
+        str | None, typer.Option(help="Comma-separated guesses or raw completions.")
+    ] = None,
+    transcript: Annotated[
+        Path | None, typer.Option(help="JSONL: {answer, completions} per game.")
+    ] = None,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = False,
     hard: Annotated[bool, typer.Option(help="Hard mode.")] = False,
@@ -51,7 +59,8 @@ def rewards_explain(
 ) -> None:
     """Replay games and print every turn's reward components, to debug rewards before training.
 
-    A plain word in --guesses is wrapped in the style's answer format; anything else is played verbatim.
+    A plain word in --guesses is wrapped in the style's answer format; anything else is played
+    verbatim.
     """
     from wordle_rl.env import EnvConfig, WordleEnv
     from wordle_rl.prompts import PromptStyle, format_answer
@@ -65,8 +74,15 @@ def rewards_explain(
         raise fail("give --transcript FILE, or --answer WORD with --guesses 'g1,g2,...'")
     try:
         st = PromptStyle(style, think=think, max_turns=max_turns)
-        env = WordleEnv(EnvConfig(style=st, hard=hard, reward_weights=preset, invalid_policy=invalid_policy,
-                                  max_turns=max_turns))
+        env = WordleEnv(
+            EnvConfig(
+                style=st,
+                hard=hard,
+                reward_weights=preset,
+                invalid_policy=invalid_policy,
+                max_turns=max_turns,
+            )
+        )
     except ValueError as e:
         raise fail(str(e)) from e
     for game in games:
@@ -74,8 +90,9 @@ def rewards_explain(
             env.reset(answer=game["answer"])
         except ValueError as e:
             raise fail(str(e)) from e
-        rows: dict[str, list[str]] = {k: [] for k in ("completion", "guess", "feedback", "error", *COMPONENTS,
-                                                         "reward")}
+        rows: dict[str, list[str]] = {
+            k: [] for k in ("completion", "guess", "feedback", "error", *COMPONENTS, "reward")
+        }
         info: dict = {}
         for text in game["turns"]:
             if env.done:
@@ -100,22 +117,30 @@ def rewards_explain(
         console.print(table)
         if "episode_reward" in info:
             ep = info["episode_components"]
-            console.print(f"{'won' if info['won'] else 'lost'} in {info['turns']} turns; episode reward "
-                          f"{info['episode_reward']:.3f}, the weighted sum of the last turn's win and the per-turn "
-                          "means: " + ", ".join(f"{c} {ep[c]:.3f}" for c in COMPONENTS))
-
+            console.print(
+                f"{'won' if info['won'] else 'lost'} in {info['turns']} turns; episode reward "
+                f"{info['episode_reward']:.3f}, the weighted sum of the last turn's win and the "
+                f"per-turn "
+                "means: " + ", ".join(f"{c} {ep[c]:.3f}" for c in COMPONENTS)
+            )
 
 
 @app.command("eval")
 def eval_cmd(
     model: Annotated[str | None, typer.Option(help="Local model path or hub id.")] = None,
-    solver: Annotated[str | None, typer.Option(
-        help="Evaluate a solver instead: random | entropy | search | candidate.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")] = None,
+    solver: Annotated[
+        str | None,
+        typer.Option(help="Evaluate a solver instead: random | entropy | search | candidate."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Evaluate an OpenAI-compatible endpoint.")
+    ] = None,
     endpoint_model: Annotated[str | None, typer.Option(help="Model name at --base-url.")] = None,
     split: Annotated[str, typer.Option(help="train | rl | val | test.")] = "test",
     splits: SplitsOpt = Path("data/splits.json"),
-    decode: Annotated[str, typer.Option(help="free | allowed | consistent (local models).")] = "free",
+    decode: Annotated[
+        str, typer.Option(help="free | allowed | consistent (local models).")
+    ] = "free",
     temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed (sampling, train sample).")] = 0,
     batch_size: Annotated[int, typer.Option(help="Games per generate call.")] = 128,
@@ -126,11 +151,19 @@ def eval_cmd(
     think: ThinkOpt = False,
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
-    env_url: Annotated[str | None, typer.Option(help="Play on `wordle-rl serve` at this URL.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")] = None,
-    train_data: Annotated[list[Path] | None, typer.Option(
-        help="The model's training data (SFT and RL data folders or JSONL files; repeat the option): audit which "
-             "evaluated moves replay an imitated state.")] = None,
+    env_url: Annotated[
+        str | None, typer.Option(help="Play on `wordle-rl serve` at this URL.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")
+    ] = None,
+    train_data: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="The model's training data (SFT and RL data folders or JSONL files; repeat the "
+            "option): audit which evaluated moves replay an imitated state."
+        ),
+    ] = None,
 ) -> None:
     """Play every answer of a split with a model, solver or endpoint; report honest metrics."""
     from wordle_rl.evaluate import EndpointPolicy, EvalConfig, ModelPolicy, SolverPolicy, run_eval
@@ -140,9 +173,21 @@ def eval_cmd(
     if sum(x is not None for x in (model, solver, base_url)) != 1:
         raise fail("give exactly one of --model, --solver or --base-url")
     try:
-        cfg = EvalConfig(split=split, splits=str(splits), decode=decode, temperature=temperature, seed=seed,
-                         batch_size=batch_size, max_new_tokens=max_new_tokens, train_sample=train_sample,
-                         limit=limit, style=style, think=think, threads=threads, env_url=env_url)
+        cfg = EvalConfig(
+            split=split,
+            splits=str(splits),
+            decode=decode,
+            temperature=temperature,
+            seed=seed,
+            batch_size=batch_size,
+            max_new_tokens=max_new_tokens,
+            train_sample=train_sample,
+            limit=limit,
+            style=style,
+            think=think,
+            threads=threads,
+            env_url=env_url,
+        )
         st = PromptStyle(style, think=think)
         if model is not None:
             from wordle_rl.models import check_prompt_style
@@ -170,7 +215,9 @@ def eval_cmd(
         except (FileNotFoundError, RuntimeError) as e:
             raise fail(str(e)) from e
         m.eval()
-        policy = ModelPolicy(m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model)
+        policy = ModelPolicy(
+            m, tok, st, wl, decode, temperature, max_new_tokens, batch_size, seed, name=model
+        )
         meta["model"] = model
     elif solver is not None:
         from wordle_rl.solvers import make_solver
@@ -186,20 +233,36 @@ def eval_cmd(
 
         if not endpoint_model:
             raise fail("--base-url needs --endpoint-model")
-        policy = EndpointPolicy(TeacherConfig(base_url=base_url, model=endpoint_model, style=style, think=think))
+        policy = EndpointPolicy(
+            TeacherConfig(base_url=base_url, model=endpoint_model, style=style, think=think)
+        )
     total = len(answers) * (2 if train_sample else 1)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(f"eval {policy.name}", total=total)
-        res = run_eval(policy, list(answers), cfg, out, wl, sp.train, meta, progress=lambda: bar.advance(task),
-                       index=index)
+        res = run_eval(
+            policy,
+            list(answers),
+            cfg,
+            out,
+            wl,
+            sp.train,
+            meta,
+            progress=lambda: bar.advance(task),
+            index=index,
+        )
     _print_results([res])
     if out:
         console.print(f"wrote {out}/results.json, games.jsonl, report.md")
 
 
 def _print_results(results: list[dict], names: list[str] | None = None) -> None:
-    from wordle_rl.evaluate import AUDIT_COLUMNS, SUMMARY_COLUMNS, audit_cells, summary_cells
+    from wordle_rl.eval_tables import AUDIT_COLUMNS, SUMMARY_COLUMNS, audit_cells, summary_cells
 
     names = names or [str(i + 1) for i in range(len(results))]
     table = Table(title="evaluation")
@@ -210,21 +273,31 @@ def _print_results(results: list[dict], names: list[str] | None = None) -> None:
     console.print(table)
     audited = [(name, r) for name, r in zip(names, results) if "audit" in r]
     if audited:
-        table = Table(title="training-overlap audit (endgame: the first state where the answer is the only fit)")
+        table = Table(
+            title="training-overlap audit (endgame: the first state where the answer is the only "
+            "fit)"
+        )
         for col in ("run", "answers imitated as guesses", *AUDIT_COLUMNS):
             table.add_column(col)
         for name, r in audited:
-            table.add_row(name, f"{r['audit']['answers_imitated_as_guess']} of {r['metrics']['games']}",
-                          *audit_cells(r))
+            table.add_row(
+                name,
+                f"{r['audit']['answers_imitated_as_guess']} of {r['metrics']['games']}",
+                *audit_cells(r),
+            )
         console.print(table)
 
 
 @app.command()
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run folders (or results.json files).")],
-    paired: Annotated[bool, typer.Option(help="Two run folders on the same answers: games won by only one (exact "
-                                              "McNemar p) and guesses per game (Wilcoxon p), second against first."
-                                         )] = False,
+    paired: Annotated[
+        bool,
+        typer.Option(
+            help="Two run folders on the same answers: games won by only one (exact "
+            "McNemar p) and guesses per game (Wilcoxon p), second against first."
+        ),
+    ] = False,
 ) -> None:
     """Side-by-side table of evaluation runs."""
     results, names = [], []
@@ -248,18 +321,31 @@ def compare(
         except (FileNotFoundError, ValueError) as e:
             raise fail(str(e)) from e
         table = Table(title=f"paired: {runs[1]} against {runs[0]} on {r['games']} answers")
-        for col in ("won only by first", "won only by second", "McNemar p", "mean guesses (loss = 7)",
-                    "difference", "Wilcoxon p"):
+        for col in (
+            "won only by first",
+            "won only by second",
+            "McNemar p",
+            "mean guesses (loss = 7)",
+            "difference",
+            "Wilcoxon p",
+        ):
             table.add_column(col)
-        table.add_row(str(r["only_a"]), str(r["only_b"]), f"{r['mcnemar_p']:.3g}",
-                      f"{r['mean_guesses_a']:.3f} -> {r['mean_guesses_b']:.3f}", f"{r['mean_guesses_diff']:+.3f}",
-                      f"{r['wilcoxon_p']:.3g}")
+        table.add_row(
+            str(r["only_a"]),
+            str(r["only_b"]),
+            f"{r['mcnemar_p']:.3g}",
+            f"{r['mean_guesses_a']:.3f} -> {r['mean_guesses_b']:.3f}",
+            f"{r['mean_guesses_diff']:+.3f}",
+            f"{r['wilcoxon_p']:.3g}",
+        )
         console.print(table)
 
 
 @app.command()
 def plot(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders with results.json (models and solvers).")],
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders with results.json (models and solvers).")
+    ],
     out: Annotated[Path, typer.Option(help="Folder for the PNG files.")] = Path("plots"),
 ) -> None:
     """Guess histograms side by side and error rates by turn, as PNGs."""
@@ -308,4 +394,6 @@ def watch(
             console.print(tiles(res.info["guess"], env.played[-1][1]), f"  [dim]{escape(text)}[/]")
         else:
             console.print(f"[red]{res.info['error']}[/]: [dim]{escape(text)}[/]")
-    console.print(f"{'won' if env.won else 'lost'} in {env.turns_used}; the word was {answer.upper()}")
+    console.print(
+        f"{'won' if env.won else 'lost'} in {env.turns_used}; the word was {answer.upper()}"
+    )

@@ -1,8 +1,9 @@
-"""``wordle-rl init-model``, ``sft`` and ``grpo``: every field of the TRL config dataclasses is a flag.
+"""``wordle-rl init-model``, ``sft`` and ``grpo``: every field of the TRL config dataclasses is a
+flag.
 
-    wordle-rl init-model models/mini --preset mini
-    wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft
-    wordle-rl grpo --model runs/sft --data data/rl --output-dir runs/grpo --rollout branch
+wordle-rl init-model models/mini --preset mini
+wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft
+wordle-rl grpo --model runs/sft --data data/rl --output-dir runs/grpo --rollout branch
 """
 
 from __future__ import annotations
@@ -22,11 +23,20 @@ app = typer.Typer()
 @app.command("init-model")
 def init_model_cmd(
     out: Annotated[Path, typer.Argument(help="Folder for the model and tokenizer.")],
-    preset: Annotated[str, typer.Option(
-        help="Size: mini (default, ≈1.4 M), tiny (≈3.5 M), small (≈11 M), micro (tests).")] = "mini",
+    preset: Annotated[
+        str,
+        typer.Option(
+            help="Size: mini (default, ≈1.4 M), tiny (≈3.5 M), small (≈11 M), micro (tests)."
+        ),
+    ] = "mini",
     seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
-    word_tokens: Annotated[str, typer.Option(
-        help="none: every word spelled letter by letter; answers: one token per answer-list word as well.")] = "none",
+    word_tokens: Annotated[
+        str,
+        typer.Option(
+            help="none: every word spelled letter by letter; answers: one token per answer-list "
+            "word as well."
+        ),
+    ] = "none",
 ) -> None:
     """Build the embedded default model (Qwen3 from a config, local tokenizer) with no download."""
     from wordle_rl.models import MODEL_PRESETS, WORD_TOKENS, init_model
@@ -46,12 +56,16 @@ _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 @app.command(context_settings=_PASSTHROUGH)
 def sft(
     ctx: typer.Context,
-    config: Annotated[Path | None, typer.Option(help="YAML/JSON file of WordleSFTConfig fields.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")] = False,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file of WordleSFTConfig fields.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")
+    ] = False,
 ) -> None:
     """Supervised fine-tuning (TRL SFTTrainer). Every WordleSFTConfig / SFTConfig field is a flag:
-    --model, --data, --output-dir, --max-steps, --learning-rate, --per-device-train-batch-size, --threads,
-    --time-budget-minutes, --lora, ... (see `wordle-rl sft --help-config`)."""
+    --model, --data, --output-dir, --max-steps, --learning-rate, --per-device-train-batch-size,
+    --threads, --time-budget-minutes, --lora, ... (see `wordle-rl sft --help-config`)."""
     from wordle_rl.sft import WordleSFTConfig, run_sft
 
     cfg = _parse_config(WordleSFTConfig, config, ctx.args)
@@ -65,12 +79,17 @@ def sft(
 @app.command(context_settings=_PASSTHROUGH)
 def grpo(
     ctx: typer.Context,
-    config: Annotated[Path | None, typer.Option(help="YAML/JSON file of WordleGRPOConfig fields.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")] = False,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file of WordleGRPOConfig fields.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from the last checkpoint in --output-dir.")
+    ] = False,
 ) -> None:
     """Multi-turn GRPO against the environment (TRL GRPOTrainer + a whole-game rollout_func). Every
     WordleGRPOConfig / GRPOConfig field is a flag: --model, --data, --output-dir, --num-generations,
-    --max-steps, --temperature, --reward-preset, --curriculum, --env-url, ... (`wordle-rl grpo --help-config`)."""
+    --max-steps, --temperature, --reward-preset, --curriculum, --env-url, ... (`wordle-rl grpo
+    --help-config`)."""
     import os
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -85,7 +104,8 @@ def grpo(
 
 
 def _parse_config(cls, config: Path | None, args: list[str]):
-    """A TRL-style config dataclass from an optional YAML/JSON file, overridden by --field value flags."""
+    """A TRL-style config dataclass from an optional YAML/JSON file, overridden by --field value
+    flags."""
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(cls)

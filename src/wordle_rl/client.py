@@ -1,18 +1,20 @@
-"""Clients of the environment server, built on OpenEnv's ``EnvClient`` (its WebSocket session, timeouts and
-reconnection; typed actions, observations and state).
+"""Clients of the environment server, built on OpenEnv's ``EnvClient`` (its WebSocket session,
+timeouts and reconnection; typed actions, observations and state).
 
-    from wordle_rl.client import WordleClient, WordleAction       # the OpenEnv client, async or .sync()
+    # the OpenEnv client, async or .sync()
+    from wordle_rl.client import WordleClient, WordleAction
     with WordleClient(base_url="http://127.0.0.1:8000").sync() as env:
-        result = env.reset(seed=1)                                 # StepResult[WordleObservation]
+        result = env.reset(seed=1)  # StepResult[WordleObservation]
         result = env.step(WordleAction(message="<guess>crane</guess>"))
 
-    with RemoteEnv("http://127.0.0.1:8000") as env:                # the same client with WordleEnv's interface
+    # the same client with WordleEnv's interface
+    with RemoteEnv("http://127.0.0.1:8000") as env:
         obs = env.reset(seed=1)
         step = env.step("<guess>crane</guess>")
 
 Training and evaluation use :class:`RemoteEnv` when ``--env-url`` is given. Server errors raise
-:class:`EnvServerError` with the server's code; an unreachable server raises :class:`ConnectionError` naming the
-address.
+:class:`EnvServerError` with the server's code; an unreachable server raises
+:class:`ConnectionError` naming the address.
 """
 
 from __future__ import annotations
@@ -26,11 +28,19 @@ from openenv.core.client_types import StepResult as TypedStep
 from wordle_rl.env import Observation, StepResult
 from wordle_rl.server import WordleAction, WordleObservation, WordleState
 
-__all__ = ["EnvServerError", "WordleClient", "RemoteEnv", "WordleAction", "WordleObservation", "WordleState"]
+__all__ = [
+    "EnvServerError",
+    "WordleClient",
+    "RemoteEnv",
+    "WordleAction",
+    "WordleObservation",
+    "WordleState",
+]
 
 
 class EnvServerError(RuntimeError):
-    """An error reply of the server (bad input, a refused reset, capacity reached, idle timeout), with its code."""
+    """An error reply of the server (bad input, a refused reset, capacity reached, idle timeout),
+    with its code."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
@@ -45,14 +55,17 @@ class WordleClient(EnvClient[WordleAction, WordleObservation, WordleState]):
 
     def _parse_result(self, payload: dict[str, Any]) -> TypedStep[WordleObservation]:
         done = bool(payload.get("done", False))
-        obs = WordleObservation(**payload.get("observation", {}), reward=payload.get("reward"), done=done)
+        obs = WordleObservation(
+            **payload.get("observation", {}), reward=payload.get("reward"), done=done
+        )
         return TypedStep(observation=obs, reward=payload.get("reward"), done=done)
 
     def _parse_state(self, payload: dict[str, Any]) -> WordleState:
         return WordleState(**payload)
 
     async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
-        """As OpenEnv's, but an error reply raises :class:`EnvServerError` carrying the server's code."""
+        """As OpenEnv's, but an error reply raises :class:`EnvServerError` carrying the server's
+        code."""
         from websockets.exceptions import ConnectionClosed
 
         try:
@@ -67,12 +80,17 @@ class WordleClient(EnvClient[WordleAction, WordleObservation, WordleState]):
 
 
 class RemoteEnv(WordleClient):
-    """One game on a server, with the interface of the in-process :class:`wordle_rl.env.WordleEnv` (synchronous;
-    ``reset`` returns an :class:`~wordle_rl.env.Observation`, ``step`` takes the completion text)."""
+    """One game on a server, with the interface of the in-process :class:`wordle_rl.env.WordleEnv`
+    (synchronous; ``reset`` returns an :class:`~wordle_rl.env.Observation`, ``step`` takes the
+    completion text)."""
 
     def __init__(self, url: str, timeout: float = 30.0):
-        super().__init__(base_url=url, connect_timeout_s=timeout, message_timeout_s=timeout,
-                         websocket_ping_interval_s=None)
+        super().__init__(
+            base_url=url,
+            connect_timeout_s=timeout,
+            message_timeout_s=timeout,
+            websocket_ping_interval_s=None,
+        )
         self.url = self.base_url
         self._io = self.sync()
         try:
@@ -87,22 +105,34 @@ class RemoteEnv(WordleClient):
         try:
             return method(*args, **kwargs)
         except TimeoutError as e:
-            raise ConnectionError(f"no reply from {self.url} within {self._message_timeout} s") from e
+            raise ConnectionError(
+                f"no reply from {self.url} within {self._message_timeout} s"
+            ) from e
         except ConnectionClosed as e:
             raise ConnectionError(f"the server at {self.url} closed the session: {e}") from e
 
-    def reset(self, seed: int | None = None, answer: str | None = None, history=None) -> Observation:
-        data = {k: v for k, v in {"seed": seed, "answer": answer, "history": history}.items() if v is not None}
+    def reset(
+        self, seed: int | None = None, answer: str | None = None, history=None
+    ) -> Observation:
+        data = {
+            k: v
+            for k, v in {"seed": seed, "answer": answer, "history": history}.items()
+            if v is not None
+        }
         if "history" in data:
             data["history"] = [[g, p] for g, p in data["history"]]
         r = self._call(self._io.reset, **data)
         return Observation(messages=r.observation.messages, state=r.observation.state, done=r.done)
 
     def step(self, completion: str | WordleAction) -> StepResult:
-        action = completion if isinstance(completion, WordleAction) else WordleAction(message=completion)
+        action = (
+            completion if isinstance(completion, WordleAction) else WordleAction(message=completion)
+        )
         r = self._call(self._io.step, action)
         o = r.observation
-        return StepResult(Observation(o.messages, o.state, r.done), float(r.reward or 0.0), r.done, o.info)
+        return StepResult(
+            Observation(o.messages, o.state, r.done), float(r.reward or 0.0), r.done, o.info
+        )
 
     def state(self) -> dict:
         return self._call(self._io.state).model_dump(exclude={"metadata"})
@@ -114,7 +144,9 @@ class RemoteEnv(WordleClient):
         except RuntimeError:
             self._io.close()
             return None
-        return super().close()  # OpenEnv closing the client from its own loop (after a failed connect): awaitable
+        return (
+            super().close()
+        )  # OpenEnv closing the client from its own loop (after a failed connect): awaitable
 
     def __enter__(self) -> RemoteEnv:
         return self

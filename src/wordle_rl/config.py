@@ -1,10 +1,11 @@
-"""The main job's configuration: sections of typed settings, presets, and TOML/YAML files that override them.
+"""The main job's configuration: sections of typed settings, presets, and TOML/YAML files that
+override them.
 
-    wordle-rl pipeline --config quick              # a preset: cpu-default, quick, gpu-qwen3
-    wordle-rl pipeline --config my.toml            # a file; `preset = "quick"` inside starts from that preset
+    wordle-rl pipeline --config quick      # a preset: cpu-default, quick, gpu-qwen3
+    wordle-rl pipeline --config my.toml    # a file; `preset = "quick"` in it starts there
 
-Every key is checked (unknown keys, wrong types and impossible values are refused with the key and the reason),
-and the resolved config is saved with every run.
+Every key is checked (unknown keys, wrong types and impossible values are refused with the key and
+the reason), and the resolved config is saved with every run.
 """
 
 from __future__ import annotations
@@ -21,8 +22,18 @@ from wordle_rl.prompts import STYLES
 from wordle_rl.rl_rows import RlConfig
 from wordle_rl.sft_games import SftConfig
 
-__all__ = ["PipelineConfig", "DataSection", "ModelSection", "TrainSection", "EvalSection", "PRESETS", "ConfigError",
-           "load_config", "preset_values"]
+__all__ = [
+    "PipelineConfig",
+    "DataSection",
+    "ModelSection",
+    "SftSection",
+    "GrpoSection",
+    "EvalSection",
+    "PRESETS",
+    "ConfigError",
+    "load_config",
+    "preset_values",
+]
 
 
 @dataclass
@@ -30,90 +41,240 @@ class DataSection:
     """The data stage; every default is the one of :class:`SftConfig` or :class:`RlConfig`."""
 
     split_seed: int = field(default=0, metadata={"help": "Seed of the train/val/test split."})
-    rl_share: float = field(default=0.0, metadata={
-        "help": "Share of the train answers held back from the SFT games as the rl split, the RL rows' only "
-                "targets (0: RL rows on train answers)."})
-    sft_games: int = field(default=field_default(SftConfig, "games"), metadata={"help": "Solver games for SFT."})
-    sft_solvers: str = field(default=mix_text(field_default(SftConfig, "solver_mix")), metadata={
-        "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, random)."})
-    sft_balance_share: float = field(default=field_default(SftConfig, "balance_share"), metadata={
-        "help": "Share of SFT games that write the least-written remaining answer words (SftConfig.balance_share)."})
-    sft_wide_share: float = field(default=field_default(SftConfig, "wide_share"), metadata={
-        "help": "Share of SFT games whose target is an allowed word outside the answer list (SftConfig.wide_share)."})
-    sft_wide_answers_first: bool = field(default=field_default(SftConfig, "wide_answers_first"), metadata={
-        "help": "Wide SFT games guess fitting answer words while any fits (SftConfig.wide_answers_first)."})
-    sft_refused_share: float = field(default=field_default(SftConfig, "refused_share"), metadata={
-        "help": "Share of SFT games showing one refused move and the environment's reply (SftConfig.refused_share)."})
-    sft_refused_kinds: str = field(default=mix_text(field_default(SftConfig, "refused_kinds")), metadata={
-        "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
-                "(SftConfig.refused_kinds)."})
-    sft_recall_share: float = field(default=field_default(SftConfig, "recall_share"), metadata={
-        "help": "Share of SFT games that are recall games (SftConfig.recall_share)."})
-    protocol: str = field(default=field_default(SftConfig, "protocol"), metadata={
-        "help": "What SFT games may end on: open or strict (SftConfig.protocol)."})
-    rl_rows: int = field(default=field_default(RlConfig, "rows"), metadata={"help": "RL prompt rows."})
-    sft_lexicon_share: float = field(default=field_default(SftConfig, "lexicon_share"), metadata={
-        "help": "Word-pattern exercises added to the SFT data, as a share of the games (SftConfig.lexicon_share)."})
-    rl_wide_share: float = field(default=field_default(RlConfig, "wide_share"), metadata={
-        "help": "Share of RL rows whose target is an allowed word outside the answer list (RlConfig.wide_share)."})
-    depth_mix: str = field(default=mix_text(field_default(RlConfig, "depth_mix")), metadata={
-        "help": "RL history-depth mix."})
-    style: str = field(default=field_default(SftConfig, "style"), metadata={
-        "help": f"Prompt style: {' | '.join(STYLES)}."})
-    think: bool = field(default=field_default(SftConfig, "think"), metadata={
-        "help": "Rationales in <think> (xml/tiles/plain)."})
+    rl_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of the train answers held back from the SFT games as the rl split, the "
+            "RL rows' only targets (0: RL rows on train answers)."
+        },
+    )
+    sft_games: int = field(
+        default=field_default(SftConfig, "games"), metadata={"help": "Solver games for SFT."}
+    )
+    sft_solvers: str = field(
+        default=mix_text(field_default(SftConfig, "solver_mix")),
+        metadata={
+            "help": "Which solvers play the SFT games (solver:weight; entropy, search, candidate, "
+            "random)."
+        },
+    )
+    sft_balance_share: float = field(
+        default=field_default(SftConfig, "balance_share"),
+        metadata={
+            "help": "Share of SFT games that write the least-written remaining answer words "
+            "(SftConfig.balance_share)."
+        },
+    )
+    sft_wide_share: float = field(
+        default=field_default(SftConfig, "wide_share"),
+        metadata={
+            "help": "Share of SFT games whose target is an allowed word outside the answer list "
+            "(SftConfig.wide_share)."
+        },
+    )
+    sft_wide_answers_first: bool = field(
+        default=field_default(SftConfig, "wide_answers_first"),
+        metadata={
+            "help": "Wide SFT games guess fitting answer words while any fits "
+            "(SftConfig.wide_answers_first)."
+        },
+    )
+    sft_refused_share: float = field(
+        default=field_default(SftConfig, "refused_share"),
+        metadata={
+            "help": "Share of SFT games showing one refused move and the environment's reply "
+            "(SftConfig.refused_share)."
+        },
+    )
+    sft_refused_kinds: str = field(
+        default=mix_text(field_default(SftConfig, "refused_kinds")),
+        metadata={
+            "help": "Which refused moves SFT games show, kind:weight of misspelt, blend, repeat "
+            "(SftConfig.refused_kinds)."
+        },
+    )
+    sft_recall_share: float = field(
+        default=field_default(SftConfig, "recall_share"),
+        metadata={"help": "Share of SFT games that are recall games (SftConfig.recall_share)."},
+    )
+    protocol: str = field(
+        default=field_default(SftConfig, "protocol"),
+        metadata={"help": "What SFT games may end on: open or strict (SftConfig.protocol)."},
+    )
+    rl_rows: int = field(
+        default=field_default(RlConfig, "rows"), metadata={"help": "RL prompt rows."}
+    )
+    sft_lexicon_share: float = field(
+        default=field_default(SftConfig, "lexicon_share"),
+        metadata={
+            "help": "Word-pattern exercises added to the SFT data, as a share of the games "
+            "(SftConfig.lexicon_share)."
+        },
+    )
+    rl_wide_share: float = field(
+        default=field_default(RlConfig, "wide_share"),
+        metadata={
+            "help": "Share of RL rows whose target is an allowed word outside the answer list "
+            "(RlConfig.wide_share)."
+        },
+    )
+    depth_mix: str = field(
+        default=mix_text(field_default(RlConfig, "depth_mix")),
+        metadata={"help": "RL history-depth mix."},
+    )
+    style: str = field(
+        default=field_default(SftConfig, "style"),
+        metadata={"help": f"Prompt style: {' | '.join(STYLES)}."},
+    )
+    think: bool = field(
+        default=field_default(SftConfig, "think"),
+        metadata={"help": "Rationales in <think> (xml/tiles/plain)."},
+    )
 
 
 @dataclass
 class ModelSection:
-    name: str = field(default="init:mini", metadata={
-        "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."})
+    name: str = field(
+        default="init:mini",
+        metadata={
+            "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."
+        },
+    )
     lora: bool = field(default=False, metadata={"help": "Train LoRA adapters (hub models)."})
-    word_tokens: str = field(default="none", metadata={
-        "help": "init: models only: 'answers' gives the tokenizer one token per answer-list word "
-                "(models.WORD_TOKENS)."})
+    word_tokens: str = field(
+        default="none",
+        metadata={
+            "help": "init: models only: 'answers' gives the tokenizer one token per answer-list "
+            "word (models.WORD_TOKENS)."
+        },
+    )
+
+
+def _sft(name: str):
+    """A default factory reading ``WordleSFTConfig.<name>`` (imported when a config is built)."""
+
+    def default():
+        from wordle_rl.sft import WordleSFTConfig
+
+        return field_default(WordleSFTConfig, name)
+
+    return default
+
+
+def _grpo(name: str):
+    """A default factory reading ``WordleGRPOConfig.<name>`` (imported when a config is built)."""
+
+    def default():
+        from wordle_rl.grpo_config import WordleGRPOConfig
+
+        return field_default(WordleGRPOConfig, name)
+
+    return default
 
 
 @dataclass
-class TrainSection:
+class SftSection:
+    """The SFT stage; every default is the one of :class:`wordle_rl.sft.WordleSFTConfig`."""
+
     enabled: bool = field(default=True, metadata={"help": "Run this stage."})
-    max_steps: int = field(default=750, metadata={"help": "Optimizer steps."})
-    batch_size: int = field(default=32, metadata={"help": "Conversations (SFT) or games (GRPO) per step."})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Peak learning rate."})
-    time_budget_minutes: float | None = field(default=None, metadata={"help": "Stop after this long."})
-    schedule_follows_budget: bool = field(default=False, metadata={
-        "help": "SFT: the cosine schedule also advances with the time spent, so it ends at the budget "
-                "(WordleSFTConfig.lr_schedule_follows_budget)."})
-    num_generations: int = field(default=8, metadata={"help": "GRPO: games per prompt."})
-    temperature: float = field(default=1.0, metadata={"help": "GRPO: rollout temperature."})
-    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps."})
-    eval_val_every: int = field(default=0, metadata={
-        "help": "GRPO: greedy win rate on a seeded sample of 100 val answers every N steps."})
-    soft_target_weight: float = field(default=0.0, metadata={
-        "help": "SFT: weight of the soft letter targets (WordleSFTConfig.soft_target_weight; 0 for BPE tokenizers)."})
-    sft_coef: float = field(default=0.0, metadata={
-        "help": "GRPO: weight of the SFT loss on this run's SFT games added to every step (WordleGRPOConfig.sft_coef, "
-                "PPO-ptx; the soft targets follow sft.soft_target_weight; 0 = off)."})
-    sft_coef_final: float | None = field(default=None, metadata={
-        "help": "GRPO: SFT loss weight at the last step, reached linearly from sft_coef (None: constant)."})
-    rollout: str = field(default="game", metadata={
-        "help": "GRPO: game (whole sampled games), branch (sampled moves at one state of the greedy game) or tools "
-                "(TRL's environment_factory: guesses as tool calls, for chat models with a tool-calling template)."})
-    branch_states: str = field(default="any", metadata={
-        "help": "GRPO branch: any decision of the greedy game, its first only-fit endgame, or its first mistake "
-                "(WordleGRPOConfig)."})
-    use_vllm: bool = field(default=False, metadata={
-        "help": "GRPO: generate rollouts with vLLM in colocate mode (needs CUDA and `pip install 'wordle-rl[gpu]'`)."})
+    max_steps: int = field(default_factory=_sft("max_steps"), metadata={"help": "Optimizer steps."})
+    batch_size: int = field(
+        default_factory=_sft("per_device_train_batch_size"),
+        metadata={"help": "Conversations per step."},
+    )
+    learning_rate: float = field(
+        default_factory=_sft("learning_rate"), metadata={"help": "Peak learning rate."}
+    )
+    time_budget_minutes: float | None = field(
+        default_factory=_sft("time_budget_minutes"), metadata={"help": "Stop after this long."}
+    )
+    schedule_follows_budget: bool = field(
+        default_factory=_sft("lr_schedule_follows_budget"),
+        metadata={"help": "The cosine schedule also advances with the time spent."},
+    )
+    save_steps: int = field(
+        default_factory=_sft("save_steps"), metadata={"help": "Checkpoint every N steps."}
+    )
+    soft_target_weight: float = field(
+        default_factory=_sft("soft_target_weight"),
+        metadata={"help": "Weight of the soft letter targets (0 for BPE tokenizers)."},
+    )
+
+
+@dataclass
+class GrpoSection:
+    """The GRPO stage; every default is the one of :class:`wordle_rl.grpo.WordleGRPOConfig`."""
+
+    enabled: bool = field(default=True, metadata={"help": "Run this stage."})
+    max_steps: int = field(
+        default_factory=_grpo("max_steps"), metadata={"help": "Optimizer steps."}
+    )
+    batch_size: int = field(
+        default_factory=_grpo("per_device_train_batch_size"),
+        metadata={"help": "Completions per step (a multiple of num_generations)."},
+    )
+    learning_rate: float = field(
+        default_factory=_grpo("learning_rate"), metadata={"help": "Learning rate."}
+    )
+    time_budget_minutes: float | None = field(
+        default_factory=_grpo("time_budget_minutes"), metadata={"help": "Stop after this long."}
+    )
+    save_steps: int = field(
+        default_factory=_grpo("save_steps"), metadata={"help": "Checkpoint every N steps."}
+    )
+    num_generations: int = field(
+        default_factory=_grpo("num_generations"), metadata={"help": "Completions per group."}
+    )
+    temperature: float = field(
+        default_factory=_grpo("temperature"), metadata={"help": "Rollout sampling temperature."}
+    )
+    eval_val_every: int = field(
+        default_factory=_grpo("eval_val_every"),
+        metadata={"help": "Greedy play on a seeded val sample every N steps (0 = off)."},
+    )
+    sft_coef: float = field(
+        default_factory=_grpo("sft_coef"),
+        metadata={"help": "Weight of the SFT loss on this run's SFT games (0 = off)."},
+    )
+    sft_coef_final: float | None = field(
+        default_factory=_grpo("sft_coef_final"),
+        metadata={"help": "SFT loss weight at the last step (None: constant)."},
+    )
+    rl_coef: float = field(
+        default_factory=_grpo("rl_coef"),
+        metadata={"help": "Weight of the GRPO loss (0: the SFT loss alone, an ablation)."},
+    )
+    rollout: str = field(
+        default_factory=_grpo("rollout"), metadata={"help": "game, branch or tools."}
+    )
+    branch_states: str = field(
+        default_factory=_grpo("branch_states"),
+        metadata={"help": "branch: any, endgame or mistake states of the greedy game."},
+    )
+    use_vllm: bool = field(
+        default_factory=_grpo("use_vllm"), metadata={"help": "Generate rollouts with vLLM."}
+    )
 
 
 @dataclass
 class EvalSection:
-    splits: list[str] = field(default_factory=lambda: ["test", "val"], metadata={
-        "help": "Splits whose answers every policy plays, each in eval/<split>/ (val for choices, test for figures)."})
-    limit: int | None = field(default=None, metadata={"help": "Only the first N answers of each split (None: all)."})
-    decodes: list[str] = field(default_factory=lambda: ["free", "consistent"], metadata={"help": "Decoding modes."})
-    solvers: list[str] = field(default_factory=lambda: ["random", "entropy", "search"], metadata={
-        "help": "Solver baselines."})
+    splits: list[str] = field(
+        default_factory=lambda: ["test", "val"],
+        metadata={
+            "help": "Splits whose answers every policy plays, each in eval/<split>/ (val for "
+            "choices, test for figures)."
+        },
+    )
+    limit: int | None = field(
+        default=None, metadata={"help": "Only the first N answers of each split (None: all)."}
+    )
+    decodes: list[str] = field(
+        default_factory=lambda: ["free", "consistent"], metadata={"help": "Decoding modes."}
+    )
+    solvers: list[str] = field(
+        default_factory=lambda: ["random", "entropy", "search"],
+        metadata={"help": "Solver baselines."},
+    )
     batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
 
 
@@ -124,18 +285,8 @@ class PipelineConfig:
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
-    # 8,000 steps of 32 games (1.8 epochs of 140,000 games) about fill the 30-minute budget on an idle 2-core
-    # machine; the cosine follows the budget, so a slower machine still ends at the learning-rate floor. Why each
-    # value: docs/results.md.
-    sft: TrainSection = field(default_factory=lambda: TrainSection(max_steps=8000, batch_size=32,
-                                                                   learning_rate=1e-3, save_steps=400,
-                                                                   time_budget_minutes=30, soft_target_weight=1.0,
-                                                                   schedule_follows_budget=True))
-    # GRPO keeps the SFT loss in every step (sft_coef 1.0, PPO-ptx), which stops it from losing held-out wins.
-    grpo: TrainSection = field(default_factory=lambda: TrainSection(max_steps=200, batch_size=64, learning_rate=5e-5,
-                                                                    temperature=0.7, save_steps=25,
-                                                                    time_budget_minutes=40, eval_val_every=50,
-                                                                    sft_coef=1.0))
+    sft: SftSection = field(default_factory=SftSection)
+    grpo: GrpoSection = field(default_factory=GrpoSection)
     eval: EvalSection = field(default_factory=EvalSection)
 
 
@@ -187,7 +338,8 @@ def _merge(dc, values: dict, where: str):
 
 
 def load_config(spec: str | None) -> PipelineConfig:
-    """A preset name, or a TOML/YAML file (optionally ``preset = "quick"`` inside, overridden by the file)."""
+    """A preset name, or a TOML/YAML file (optionally ``preset = "quick"`` inside, overridden by the
+    file)."""
     cfg = PipelineConfig()
     spec = spec or "cpu-default"
     if spec in PRESETS:
@@ -196,10 +348,16 @@ def load_config(spec: str | None) -> PipelineConfig:
         return _validate(cfg)
     path = Path(spec)
     if not path.is_file():
-        raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor an existing config file")
+        raise ConfigError(
+            f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor an existing config file"
+        )
     text = path.read_text()
     try:
-        values = (yaml.safe_load(text) or {}) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+        values = (
+            (yaml.safe_load(text) or {})
+            if path.suffix in (".yaml", ".yml")
+            else tomllib.loads(text)
+        )
     except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as e:
         raise ConfigError(f"{path}: cannot parse ({e})") from e
     if not isinstance(values, dict):
@@ -226,8 +384,11 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
 
     if cfg.data.style not in STYLES:
         raise ConfigError(f"data.style: {cfg.data.style!r} is not one of {STYLES}")
-    for key, parse in (("sft_solvers", parse_solver_mix), ("sft_refused_kinds", parse_refused_kinds),
-                       ("depth_mix", parse_depth_mix)):
+    for key, parse in (
+        ("sft_solvers", parse_solver_mix),
+        ("sft_refused_kinds", parse_refused_kinds),
+        ("depth_mix", parse_depth_mix),
+    ):
         try:
             parse(getattr(cfg.data, key))
         except DataError as e:
@@ -235,7 +396,9 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     if not 0 <= cfg.data.rl_share < 1:
         raise ConfigError(f"data.rl_share: at least 0 and below 1, got {cfg.data.rl_share}")
     if cfg.model.word_tokens not in WORD_TOKENS:
-        raise ConfigError(f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}")
+        raise ConfigError(
+            f"model.word_tokens: {cfg.model.word_tokens!r} is not one of {WORD_TOKENS}"
+        )
     if cfg.data.protocol not in PROTOCOLS:
         raise ConfigError(f"data.protocol: {cfg.data.protocol!r} is not one of {PROTOCOLS}")
     bad = [s for s in cfg.eval.splits if s not in ("train", "rl", "val", "test")]
@@ -250,9 +413,13 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     if cfg.grpo.rollout not in ("game", "branch", "tools"):
         raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game, branch or tools")
     if cfg.grpo.branch_states not in ("any", "endgame", "mistake"):
-        raise ConfigError(f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any, endgame or mistake")
+        raise ConfigError(
+            f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any, endgame or mistake"
+        )
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
-        raise ConfigError("grpo.num_generations: at least 2 (a group of one has no relative advantage)")
+        raise ConfigError(
+            "grpo.num_generations: at least 2 (a group of one has no relative advantage)"
+        )
     if cfg.grpo.enabled and cfg.grpo.batch_size % cfg.grpo.num_generations:
         raise ConfigError("grpo.batch_size must be a multiple of grpo.num_generations")
     if cfg.threads < 1:

@@ -1,4 +1,5 @@
-"""The multi-turn text environment a language model plays against (in-process; ``server.py`` serves it).
+"""The multi-turn text environment a language model plays against (in-process; ``server.py`` serves
+it).
 
     >>> env = WordleEnv(EnvConfig(style=PromptStyle("xml", think=False)), seed=0)
     >>> obs = env.reset(answer="crane")
@@ -10,11 +11,12 @@
     >>> env.step("<guess>crane</guess>").info["answer"]
     'crane'
 
-``reset(seed=None, answer=None, history=None)`` starts a game (a random answer from the env's own RNG, or
-the one given, optionally after earlier ``(guess, pattern)`` turns); ``step(completion_text)`` parses the
-completion strictly, plays it, and returns the next observation, the weighted reward, ``done`` and an
-``info`` dict (parsed guess, pattern, error, turn, every reward component). The answer appears in
-``info`` only once the game is over, and never in an observation before that.
+``reset(seed=None, answer=None, history=None)`` starts a game (a random answer from the env's own
+RNG, or the one given, optionally after earlier ``(guess, pattern)`` turns);
+``step(completion_text)`` parses the completion strictly, plays it, and returns the next
+observation, the weighted reward, ``done`` and an ``info`` dict (parsed guess, pattern, error, turn,
+every reward component). The answer appears in ``info`` only once the game is over, and never in an
+observation before that.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ from wordle_rl.prompts import (
     invalid_message,
     system_prompt,
 )
-from wordle_rl.rewards import RewardContext, RewardWeights, combine, episode_components, turn_components
+from wordle_rl.rewards import (
+    RewardContext,
+    RewardWeights,
+    combine,
+    episode_components,
+    turn_components,
+)
 from wordle_rl.words import WordList
 
 __all__ = ["EnvConfig", "Observation", "StepResult", "WordleEnv", "INVALID_POLICIES"]
@@ -47,24 +55,43 @@ class EnvConfig:
     """Rules and presentation of a game."""
 
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
-    hard: bool = field(default=False, metadata={"help": "NYT hard mode: greens stay, revealed letters reused."})
-    invalid_policy: str = field(default="lose_turn", metadata={
-        "help": "lose_turn: a refused move costs a turn; retry_once: the first refused move of a turn is free."})
-    style: PromptStyle = field(default_factory=PromptStyle, metadata={"help": "Prompt style (default tiles)."})
-    reward_weights: RewardWeights | str | dict = field(default="default", metadata={
-        "help": "Reward preset name or weights per component."})
-    info_gain: bool = field(default=True, metadata={"help": "Compute the information-gain component each step."})
+    hard: bool = field(
+        default=False, metadata={"help": "NYT hard mode: greens stay, revealed letters reused."}
+    )
+    invalid_policy: str = field(
+        default="lose_turn",
+        metadata={
+            "help": "lose_turn: a refused move costs a turn; retry_once: the first refused move of "
+            "a turn is free."
+        },
+    )
+    style: PromptStyle = field(
+        default_factory=PromptStyle, metadata={"help": "Prompt style (default tiles)."}
+    )
+    reward_weights: RewardWeights | str | dict = field(
+        default="default", metadata={"help": "Reward preset name or weights per component."}
+    )
+    info_gain: bool = field(
+        default=True, metadata={"help": "Compute the information-gain component each step."}
+    )
 
     def __post_init__(self) -> None:
         if self.invalid_policy not in INVALID_POLICIES:
-            raise ValueError(f"invalid_policy must be one of {INVALID_POLICIES}, got {self.invalid_policy!r}")
+            raise ValueError(
+                f"invalid_policy must be one of {INVALID_POLICIES}, got {self.invalid_policy!r}"
+            )
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if isinstance(self.style, str):
             self.style = PromptStyle(self.style, max_turns=self.max_turns)
         elif self.style.max_turns != self.max_turns:
-            self.style = PromptStyle(self.style.name, self.style.think, self.style.hints, self.max_turns,
-                                     self.style.length)
+            self.style = PromptStyle(
+                self.style.name,
+                self.style.think,
+                self.style.hints,
+                self.max_turns,
+                self.style.length,
+            )
         self.reward_weights = RewardWeights.from_any(self.reward_weights)
 
 
@@ -86,8 +113,14 @@ class StepResult:
 class WordleEnv:
     """One game at a time, with its own RNG. Not thread-safe; make one per concurrent game."""
 
-    def __init__(self, config: EnvConfig | None = None, words: WordList | None = None,
-                 answers: list[str] | None = None, seed: int | None = None, ctx: RewardContext | None = None):
+    def __init__(
+        self,
+        config: EnvConfig | None = None,
+        words: WordList | None = None,
+        answers: list[str] | None = None,
+        seed: int | None = None,
+        ctx: RewardContext | None = None,
+    ):
         self.config = config or EnvConfig()
         self.ctx = ctx or RewardContext(words)
         self.words = self.ctx.words
@@ -101,7 +134,9 @@ class WordleEnv:
         self._answer: str | None = None
 
     # ------------------------------------------------------------------ API
-    def reset(self, seed: int | None = None, answer: str | None = None, history=None) -> Observation:
+    def reset(
+        self, seed: int | None = None, answer: str | None = None, history=None
+    ) -> Observation:
         if seed is not None:
             self.rng = random.Random(seed)
         if answer is None:
@@ -119,13 +154,19 @@ class WordleEnv:
         self.won = False
         self.cands = self.ctx.all_candidates
         st = self.config.style
-        self.messages = [{"role": "system", "content": system_prompt(st)},
-                         {"role": "user", "content": first_user_message(st, self._hint())}]
+        self.messages = [
+            {"role": "system", "content": system_prompt(st)},
+            {"role": "user", "content": first_user_message(st, self._hint())},
+        ]
         for g, p in turns:
             self._play(g, p)
             self.messages.append({"role": "assistant", "content": format_answer(st, g)})
-            self.messages.append({"role": "user", "content": feedback_message(st, self.played, self.turns_used,
-                                                                               self._hint())})
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": feedback_message(st, self.played, self.turns_used, self._hint()),
+                }
+            )
         return self._observation()
 
     def step(self, completion: str) -> StepResult:
@@ -136,11 +177,25 @@ class WordleEnv:
         text = completion if isinstance(completion, str) else str(completion)
         st = self.config.style
         pr = parse(text, st, words=self.words, history=self.played, hard=self.config.hard)
-        comps = turn_components(pr, self._answer, self.played, self.ctx, self.config.max_turns, cands=self.cands,
-                                info=self.config.info_gain)
+        comps = turn_components(
+            pr,
+            self._answer,
+            self.played,
+            self.ctx,
+            self.config.max_turns,
+            cands=self.cands,
+            info=self.config.info_gain,
+        )
         self.messages.append({"role": "assistant", "content": text})
-        info: dict = {"turn": self.turns_used + 1, "guess": pr.guess, "pattern": None, "error": pr.error,
-                      "message": pr.message, "format_ok": pr.format_ok, "components": comps}
+        info: dict = {
+            "turn": self.turns_used + 1,
+            "guess": pr.guess,
+            "pattern": None,
+            "error": pr.error,
+            "message": pr.message,
+            "format_ok": pr.format_ok,
+            "components": comps,
+        }
         if pr.ok:
             p = self.ctx.score(pr.guess, self._answer)
             self._play(pr.guess, p)
@@ -161,8 +216,13 @@ class WordleEnv:
         done = self.done
         if done:
             ep = episode_components(self.turn_log)
-            info.update(answer=self._answer, won=self.won, turns=self.turns_used, episode_components=ep,
-                        episode_reward=combine(ep, self.config.reward_weights))
+            info.update(
+                answer=self._answer,
+                won=self.won,
+                turns=self.turns_used,
+                episode_components=ep,
+                episode_reward=combine(ep, self.config.reward_weights),
+            )
         else:
             self.messages.append({"role": "user", "content": reply})
         return StepResult(self._observation(), reward, done, info)
@@ -175,10 +235,16 @@ class WordleEnv:
             g = str(g).strip().lower()
             if not self.words.is_allowed(g):
                 raise ValueError(f"history turn {k + 1}: {g!r} is not in the word list")
-            p = score(g, answer) if p is None else (str_to_pattern(p) if isinstance(p, str) else int(p))
+            p = (
+                score(g, answer)
+                if p is None
+                else (str_to_pattern(p) if isinstance(p, str) else int(p))
+            )
             if p != score(g, answer):
-                raise ValueError(f"history turn {g!r} has pattern {pattern_to_str(p, len(g))}, which does not "
-                                 f"match the answer")
+                raise ValueError(
+                    f"history turn {g!r} has pattern {pattern_to_str(p, len(g))}, which does not "
+                    f"match the answer"
+                )
             if g == answer or k + 1 >= self.config.max_turns:
                 raise ValueError("history already ends the game")
             out.append((g, p))
@@ -216,6 +282,6 @@ class WordleEnv:
         return Observation(messages=list(self.messages), state=state, done=self.done)
 
     def candidates(self) -> np.ndarray:
-        """Indices of answers consistent with the feedback so far (for solver policies and hints)."""
+        """Indices of answers consistent with the feedback so far (for solver policies and
+        hints)."""
         return self.cands
-

@@ -1,18 +1,22 @@
-"""Evaluation harness: any policy plays every answer of a split; honest metrics with confidence intervals.
+"""Evaluation harness: any policy plays every answer of a split; honest metrics with confidence
+intervals.
 
     wordle-rl eval --model runs/sft --split test --decode free --out runs/sft/eval-free
     wordle-rl eval --solver entropy --split test --out runs/solver-entropy
-    wordle-rl eval --base-url http://127.0.0.1:8001/v1 --endpoint-model NAME --split test --out runs/teacher
+    wordle-rl eval --base-url http://127.0.0.1:8001/v1 --endpoint-model NAME --split test \\
+        --out runs/teacher
 
-Policies: a solver, a local model (all games advance together, one batched ``generate`` per turn with the
-KV cache, greedy or sampled) or an OpenAI-compatible endpoint. Local models decode in one of three modes,
-always named in the results and never mixed: ``free`` (the headline), ``allowed`` (only words of the allowed
-list can be spelled inside the guess tag) and ``consistent`` (only allowed words that fit all feedback so far),
-through a transformers ``LogitsProcessor``. A win counts only when the exact answer is guessed.
+Policies: a solver, a local model (all games advance together, one batched ``generate`` per turn
+with the KV cache, greedy or sampled) or an OpenAI-compatible endpoint. Local models decode in one
+of three modes, always named in the results and never mixed: ``free`` (the headline), ``allowed``
+(only words of the allowed list can be spelled inside the guess tag) and ``consistent`` (only
+allowed words that fit all feedback so far), through a transformers ``LogitsProcessor``. A win
+counts only when the exact answer is guessed.
 
-Metrics: win rate with a 95 % Wilson interval, mean guesses on wins, histogram, format-error, invalid-word,
-repeated-guess and inconsistent-guess rates, mean information gain relative to the best guess (what the
-entropy solver plays), and the same on an equal-sized sample of **train** answers (the generalisation gap).
+Metrics: win rate with a 95 % Wilson interval, mean guesses on wins, histogram, format-error,
+invalid-word, repeated-guess and inconsistent-guess rates, mean information gain relative to the
+best guess (what the entropy solver plays), and the same on an equal-sized sample of **train**
+answers (the generalisation gap).
 """
 
 from __future__ import annotations
@@ -28,15 +32,26 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.audit import TrainingIndex, audit_games, audit_summary
+from wordle_rl.decoding import GuessConstraint, guess_prefixes
 from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.eval_tables import report_markdown
 from wordle_rl.game import score_pairs, str_to_pattern
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
 
-__all__ = ["EvalConfig", "SolverPolicy", "ModelPolicy", "EndpointPolicy", "GuessConstraint", "play_games",
-           "metrics", "wilson", "run_eval", "DECODE_MODES", "FORMAT_ERRORS", "SUMMARY_COLUMNS", "summary_cells",
-           "AUDIT_COLUMNS", "audit_cells"]
+__all__ = [
+    "EvalConfig",
+    "SolverPolicy",
+    "ModelPolicy",
+    "EndpointPolicy",
+    "play_games",
+    "metrics",
+    "wilson",
+    "run_eval",
+    "DECODE_MODES",
+    "FORMAT_ERRORS",
+]
 
 DECODE_MODES = ("free", "allowed", "consistent")
 FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_length", "not_alpha")
@@ -44,21 +59,36 @@ FORMAT_ERRORS = ("no_guess", "multiple_guesses", "text_after_guess", "wrong_leng
 
 @dataclass
 class EvalConfig:
-    split: str = field(default="test", metadata={"help": "Split whose answers are played (train/rl/val/test)."})
+    split: str = field(
+        default="test", metadata={"help": "Split whose answers are played (train/rl/val/test)."}
+    )
     splits: str = field(default="data/splits.json", metadata={"help": "Splits file."})
-    decode: str = field(default="free", metadata={"help": "free | allowed | consistent (local models)."})
+    decode: str = field(
+        default="free", metadata={"help": "free | allowed | consistent (local models)."}
+    )
     temperature: float = field(default=0.0, metadata={"help": "0 = greedy."})
     seed: int = field(default=0, metadata={"help": "Sampling seed and train-sample seed."})
     batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
-    max_new_tokens: int = field(default=64, metadata={"help": "Tokens per reply (more with thinking)."})
-    train_sample: bool = field(default=True, metadata={"help": "Also play as many train answers (gap)."})
-    limit: int | None = field(default=None, metadata={"help": "Only the first N answers of the split."})
+    max_new_tokens: int = field(
+        default=64, metadata={"help": "Tokens per reply (more with thinking)."}
+    )
+    train_sample: bool = field(
+        default=True, metadata={"help": "Also play as many train answers (gap)."}
+    )
+    limit: int | None = field(
+        default=None, metadata={"help": "Only the first N answers of the split."}
+    )
     style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style."})
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
-    env_url: str | None = field(default=None, metadata={
-        "help": "Play on `wordle-rl serve` at this URL (not --blind; one session per game of the split)."})
+    env_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "Play on `wordle-rl serve` at this URL (not --blind; one session per game of "
+            "the split)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.decode not in DECODE_MODES:
@@ -74,73 +104,29 @@ class SolverPolicy:
         return [format_answer(self.style, self.solver.guess(e.played)) for e in envs]
 
 
-class GuessConstraint:
-    """``LogitsProcessor``: inside an open guess tag, only tokens that keep spelling a word of the row's set.
-
-    Works with any tokenizer: the generated text of each row is decoded, and a token is allowed when the partial
-    guess plus its text is a prefix of ``word + close_tag`` for some permitted word; once the tag is closed,
-    only end-of-turn is allowed.
-    """
-
-    def __init__(self, tokenizer, style: PromptStyle, prompt_len: int, prefix_sets: list[set[str]]):
-        self.tok = tokenizer
-        self.open, self.close = ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
-        self.prompt_len = prompt_len
-        self.prefix_sets = prefix_sets
-        self.eos = tokenizer.eos_token_id
-        allowed_chars = set("abcdefghijklmnopqrstuvwxyz") | set(self.close)
-        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        self.cands = []
-        for i, t in enumerate(vocab):
-            s = tokenizer.convert_tokens_to_string([t]) if t is not None else ""
-            if s and set(s) <= allowed_chars:
-                self.cands.append((i, s))
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        for b in range(input_ids.shape[0]):
-            text = self.tok.decode(input_ids[b, self.prompt_len:], skip_special_tokens=True)
-            visible = text.split("</think>")[-1] if "<think>" in text else text
-            k = visible.rfind(self.open)
-            if k < 0:
-                continue
-            partial = visible[k + len(self.open):]
-            mask = torch.full_like(scores[b], float("-inf"))
-            if partial.endswith(self.close):
-                mask[self.eos] = 0
-            else:
-                ok = [i for i, s in self.cands if (partial + s) in self.prefix_sets[b]]
-                if ok:
-                    mask[ok] = 0
-                else:
-                    mask[self.eos] = 0
-            scores[b] = scores[b] + mask
-        return scores
-
-
-def _prefixes(words_iter, close: str) -> set[str]:
-    out = set()
-    for w in words_iter:
-        full = w + close
-        for i in range(1, len(full) + 1):
-            out.add(full[:i])
-    return out
-
-
 class ModelPolicy:
     """A local causal LM; all games advance together, one batched ``generate`` per turn."""
 
-    def __init__(self, model, tokenizer, style: PromptStyle, words: WordList, decode: str = "free",
-                 temperature: float = 0.0, max_new_tokens: int = 64, batch_size: int = 128, seed: int = 0,
-                 name: str = "model"):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        style: PromptStyle,
+        words: WordList,
+        decode: str = "free",
+        temperature: float = 0.0,
+        max_new_tokens: int = 64,
+        batch_size: int = 128,
+        seed: int = 0,
+        name: str = "model",
+    ):
         self.model, self.tok, self.style, self.words = model, tokenizer, style, words
         self.decode, self.temperature, self.max_new_tokens = decode, temperature, max_new_tokens
         self.batch_size, self.seed, self.name = batch_size, seed, name
         self.calls = 0
         close = "]" if style.answer_format == "brackets" else "</guess>"
         self._close = close
-        self._allowed_prefixes = _prefixes(words.allowed, close) if decode != "free" else None
+        self._allowed_prefixes = guess_prefixes(words.allowed, close) if decode != "free" else None
         self._enc = encode_words(list(words.allowed))
 
     def _prefix_set(self, env: WordleEnv) -> set[str]:
@@ -150,7 +136,7 @@ class ModelPolicy:
         for g, p in env.played:
             g_enc = encode_words([g])
             ok &= score_pairs(np.broadcast_to(g_enc, self._enc.shape), self._enc) == p
-        return _prefixes((self.words.allowed[i] for i in np.flatnonzero(ok)), self._close)
+        return guess_prefixes((self.words.allowed[i] for i in np.flatnonzero(ok)), self._close)
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
         import torch
@@ -158,30 +144,47 @@ class ModelPolicy:
 
         out: list[str] = []
         for start in range(0, len(envs), self.batch_size):
-            chunk = envs[start:start + self.batch_size]
-            texts = [self.tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False)
-                     for e in chunk]
-            enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
-            kw = {"max_new_tokens": self.max_new_tokens, "pad_token_id": self.tok.pad_token_id,
-                  "eos_token_id": self.tok.eos_token_id, "use_cache": True}
+            chunk = envs[start : start + self.batch_size]
+            texts = [
+                self.tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False)
+                for e in chunk
+            ]
+            enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+                self.model.device
+            )
+            kw = {
+                "max_new_tokens": self.max_new_tokens,
+                "pad_token_id": self.tok.pad_token_id,
+                "eos_token_id": self.tok.eos_token_id,
+                "use_cache": True,
+            }
             if self.temperature > 0:
                 set_seed(self.seed * 100_003 + self.calls)
                 kw |= {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0}
             else:
                 kw |= {"do_sample": False}
             if self.decode != "free":
-                kw["logits_processor"] = LogitsProcessorList([GuessConstraint(
-                    self.tok, self.style, enc["input_ids"].shape[1], [self._prefix_set(e) for e in chunk])])
+                kw["logits_processor"] = LogitsProcessorList(
+                    [
+                        GuessConstraint(
+                            self.tok,
+                            self.style,
+                            enc["input_ids"].shape[1],
+                            [self._prefix_set(e) for e in chunk],
+                        )
+                    ]
+                )
             self.calls += 1
             with torch.no_grad():
                 gen = self.model.generate(**enc, **kw)
-            new = gen[:, enc["input_ids"].shape[1]:]
+            new = gen[:, enc["input_ids"].shape[1] :]
             out.extend(self.tok.batch_decode(new, skip_special_tokens=True))
         return out
 
 
 class EndpointPolicy:
-    """An OpenAI-compatible chat endpoint through the ``openai`` client (:func:`wordle_rl.teacher.make_client`)."""
+    """An OpenAI-compatible chat endpoint through the ``openai`` client
+    (:func:`wordle_rl.teacher.make_client`)."""
 
     def __init__(self, cfg, concurrency: int = 8):
         from wordle_rl.teacher import make_client
@@ -207,8 +210,9 @@ class EndpointPolicy:
 
 # --------------------------------------------------------------------------- play + metrics
 class ServedGame:
-    """One game on a ``wordle-rl serve`` server (:class:`wordle_rl.client.RemoteEnv`), with what the policies and
-    :func:`play_games` read of an in-process game: ``messages``, ``played``, ``done``, ``won``, ``turns_used``."""
+    """One game on a ``wordle-rl serve`` server (:class:`wordle_rl.client.RemoteEnv`), with what the
+    policies and :func:`play_games` read of an in-process game: ``messages``, ``played``, ``done``,
+    ``won``, ``turns_used``."""
 
     def __init__(self, url: str, answer: str):
         from wordle_rl.client import RemoteEnv
@@ -229,10 +233,16 @@ class ServedGame:
         return res
 
 
-def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardContext, progress=None,
-               env_url: str | None = None) -> list[dict]:
-    """Every answer played to the end (on the server at ``env_url`` when given); one record per game with every
-    turn."""
+def play_games(
+    policy,
+    answers: list[str],
+    env_config: EnvConfig,
+    ctx: RewardContext,
+    progress=None,
+    env_url: str | None = None,
+) -> list[dict]:
+    """Every answer played to the end (on the server at ``env_url`` when given); one record per game
+    with every turn."""
     envs = []
     for a in answers:
         if env_url:
@@ -250,12 +260,23 @@ def play_games(policy, answers: list[str], env_config: EnvConfig, ctx: RewardCon
         for i, text in zip(active, texts):
             res = envs[i].step(text)
             info = res.info
-            turns[i].append({"turn": info["turn"], "completion": text, "guess": info["guess"],
-                             "pattern": info["pattern"], "error": info["error"], "reward": res.reward,
-                             "components": info["components"]})
+            turns[i].append(
+                {
+                    "turn": info["turn"],
+                    "completion": text,
+                    "guess": info["guess"],
+                    "pattern": info["pattern"],
+                    "error": info["error"],
+                    "reward": res.reward,
+                    "components": info["components"],
+                }
+            )
             if progress and res.done:
                 progress()
-    return [{"answer": e._answer, "won": e.won, "turns": e.turns_used, "moves": t} for e, t in zip(envs, turns)]
+    return [
+        {"answer": e._answer, "won": e.won, "turns": e.turns_used, "moves": t}
+        for e, t in zip(envs, turns)
+    ]
 
 
 def _mean(xs: list[float]) -> float:
@@ -288,49 +309,81 @@ def metrics(games: list[dict], max_turns: int = 6) -> dict:
     for t in range(1, max_turns + 1):
         mt = [m for m in moves if m["turn"] == t]
         if mt:
-            by_turn[str(t)] = {"moves": len(mt), "format_error": rate(mt, lambda m: m["error"] in FORMAT_ERRORS),
-                               "invalid_word": rate(mt, lambda m: m["error"] == "not_in_word_list"),
-                               "repeated": rate(mt, lambda m: m["error"] == "repeated_guess")}
+            by_turn[str(t)] = {
+                "moves": len(mt),
+                "format_error": rate(mt, lambda m: m["error"] in FORMAT_ERRORS),
+                "invalid_word": rate(mt, lambda m: m["error"] == "not_in_word_list"),
+                "repeated": rate(mt, lambda m: m["error"] == "repeated_guess"),
+            }
     return {
-        "games": n, "wins": len(wins), "win_rate": len(wins) / n if n else 0.0, "win_rate_ci95": [lo, hi],
+        "games": n,
+        "wins": len(wins),
+        "win_rate": len(wins) / n if n else 0.0,
+        "win_rate_ci95": [lo, hi],
         "mean_guesses_on_wins": float(np.mean([g["turns"] for g in wins])) if wins else None,
-        "mean_guesses_per_game": float(np.mean([g["turns"] if g["won"] else max_turns + 1 for g in games]))
-        if games else None,  # a loss counts as max_turns + 1
-        "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)} | {"X": n - len(wins)},
+        "mean_guesses_per_game": float(
+            np.mean([g["turns"] if g["won"] else max_turns + 1 for g in games])
+        )
+        if games
+        else None,  # a loss counts as max_turns + 1
+        "histogram": {str(k): hist.get(k, 0) for k in range(1, max_turns + 1)}
+        | {"X": n - len(wins)},
         "moves": len(moves),
         "format_error_rate": rate(moves, lambda m: m["error"] in FORMAT_ERRORS),
         "invalid_word_rate": rate(moves, lambda m: m["error"] == "not_in_word_list"),
         "repeated_guess_rate": rate(moves, lambda m: m["error"] == "repeated_guess"),
         "inconsistent_rate": rate(later_valid, lambda m: m["components"]["consistency"] < 1.0),
-        "mean_info_gain_vs_best": _mean([m["components"]["info_gain"] for m in moves if m["error"] is None]),
+        "mean_info_gain_vs_best": _mean(
+            [m["components"]["info_gain"] for m in moves if m["error"] is None]
+        ),
         "by_turn": by_turn,
     }
 
 
-def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None, words: WordList,
-             train_answers: list[str] | None = None, meta: dict | None = None, progress=None,
-             index: TrainingIndex | None = None) -> dict:
+def run_eval(
+    policy,
+    answers: list[str],
+    cfg: EvalConfig,
+    out: str | Path | None,
+    words: WordList,
+    train_answers: list[str] | None = None,
+    meta: dict | None = None,
+    progress=None,
+    index: TrainingIndex | None = None,
+) -> dict:
     """Play, measure, and write ``results.json``, ``games.jsonl`` and ``report.md`` to ``out``.
 
-    With ``index`` (what the model was trained on) every game is audited (:mod:`wordle_rl.audit`): ``results.json``
-    gets ``audit`` and each game in ``games.jsonl`` says which of its moves replay an imitated state."""
+    With ``index`` (what the model was trained on) every game is audited (:mod:`wordle_rl.audit`):
+    ``results.json`` gets ``audit`` and each game in ``games.jsonl`` says which of its moves replay
+    an imitated state."""
     ctx = RewardContext(words).warm_up()
     style = PromptStyle(cfg.style, think=cfg.think)
     env_cfg = EnvConfig(style=style, hard=cfg.hard)
     t0 = time.perf_counter()
     games = play_games(policy, answers, env_cfg, ctx, progress, cfg.env_url)
     wall = time.perf_counter() - t0
-    result = {"policy": policy.name, "decode": getattr(policy, "decode", "n/a"), "split": cfg.split,
-              "config": asdict(cfg), "metrics": metrics(games), "wall_s": round(wall, 2), **(meta or {})}
+    result = {
+        "policy": policy.name,
+        "decode": getattr(policy, "decode", "n/a"),
+        "split": cfg.split,
+        "config": asdict(cfg),
+        "metrics": metrics(games),
+        "wall_s": round(wall, 2),
+        **(meta or {}),
+    }
     if index is not None:
         audit_games(games, index, words)
         result["audit"] = audit_summary(games, index)
     train_games = []
     if cfg.train_sample and train_answers:
-        sample = random.Random(cfg.seed).sample(train_answers, min(len(answers), len(train_answers)))
+        sample = random.Random(cfg.seed).sample(
+            train_answers, min(len(answers), len(train_answers))
+        )
         train_games = play_games(policy, sample, env_cfg, ctx, progress, cfg.env_url)
         result["train_sample_metrics"] = metrics(train_games)
-        result["generalisation_gap"] = result["train_sample_metrics"]["win_rate"] - result["metrics"]["win_rate"]
+        result["generalisation_gap"] = (
+            result["train_sample_metrics"]["win_rate"] - result["metrics"]["win_rate"]
+        )
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -342,82 +395,3 @@ def run_eval(policy, answers: list[str], cfg: EvalConfig, out: str | Path | None
                 fh.write(json.dumps(g | {"split": "train-sample"}) + "\n")
         (out / "report.md").write_text(report_markdown(result, games))
     return result
-
-
-def fmt_pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f} %"
-
-
-SUMMARY_COLUMNS = ("win rate (95 % CI)", "mean guesses (wins)", "histogram 1-6/X", "format err", "invalid word",
-                   "repeated", "inconsistent", "win on train sample")
-
-
-def summary_cells(result: dict) -> list[str]:
-    """The headline metrics of one ``results.json``, formatted, in the order of :data:`SUMMARY_COLUMNS`."""
-    m = result["metrics"]
-    lo, hi = m["win_rate_ci95"]
-    tr = result.get("train_sample_metrics")
-    return [f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})",
-            f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-",
-            "/".join(str(v) for v in m["histogram"].values()),
-            fmt_pct(m["format_error_rate"]), fmt_pct(m["invalid_word_rate"]), fmt_pct(m["repeated_guess_rate"]),
-            fmt_pct(m["inconsistent_rate"]), fmt_pct(tr["win_rate"]) if tr else "-"]
-
-
-AUDIT_COLUMNS = ("wins, endgame imitated", "wins, endgame never imitated (95 % CI)", "won before the endgame",
-                 "lost, no endgame", "winning moves imitated")
-
-
-def audit_cells(result: dict) -> list[str]:
-    """The training-overlap audit of one ``results.json`` (``-`` for every column when it has none), formatted, in
-    the order of :data:`AUDIT_COLUMNS`."""
-    a = result.get("audit")
-    if a is None:
-        return ["-"] * len(AUDIT_COLUMNS)
-    c = a["classes"]
-
-    def wins(cls: str) -> str:
-        return f"{c[cls]['wins']} of {c[cls]['games']}"
-
-    new = c["endgame_new"]
-    lo, hi = new["win_rate_ci95"]
-    rate = f"{fmt_pct(new['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)}), " if new["games"] else ""
-    share = f" ({fmt_pct(a['winning_moves_imitated_share'])})" if a["wins"] else ""
-    return [wins("endgame_imitated"), rate + wins("endgame_new"), wins("won_before_endgame"),
-            f"{c['lost_no_endgame']['games']}", f"{a['winning_moves_imitated']} of {a['wins']}{share}"]
-
-
-def report_markdown(result: dict, games: list[dict]) -> str:
-    m = result["metrics"]
-    lo, hi = m["win_rate_ci95"]
-    lines = [f"# Evaluation: {result['policy']} ({result['decode']} decoding) on the {result['split']} split", "",
-             "| metric | value |", "|---|---|",
-             f"| games | {m['games']} |",
-             f"| win rate | {fmt_pct(m['win_rate'])} (95 % CI {fmt_pct(lo)}–{fmt_pct(hi)}) |",
-             f"| mean guesses on wins | {m['mean_guesses_on_wins'] or '-'} |",
-             f"| histogram (1..6, X) | {' / '.join(str(v) for v in m['histogram'].values())} |",
-             f"| format-error rate (per move) | {fmt_pct(m['format_error_rate'])} |",
-             f"| invalid-word rate | {fmt_pct(m['invalid_word_rate'])} |",
-             f"| repeated-guess rate | {fmt_pct(m['repeated_guess_rate'])} |",
-             f"| inconsistent guesses (turn ≥ 2) | {fmt_pct(m['inconsistent_rate'])} |",
-             f"| mean information gain / best | {m['mean_info_gain_vs_best']:.3f} |"]
-    if "train_sample_metrics" in result:
-        t = result["train_sample_metrics"]
-        lines += [f"| win rate on {t['games']} train answers | {fmt_pct(t['win_rate'])} |",
-                  f"| generalisation gap (train − {result['split']}) | {fmt_pct(result['generalisation_gap'])} |"]
-    if "audit" in result:
-        a = result["audit"]
-        lines += ["", "## Training-overlap audit", "",
-                  f"Against {a['training_rows']:,} training rows ({', '.join(a['training_files'])}). A game's endgame "
-                  "is the first state in which its answer is the only answer word that fits; it is imitated when "
-                  "that state -> answer was a trained move. "
-                  f"{a['answers_imitated_as_guess']} of {m['games']} answers were imitated guesses somewhere.", "",
-                  "| " + " | ".join(AUDIT_COLUMNS) + " |", "|---" * len(AUDIT_COLUMNS) + "|",
-                  "| " + " | ".join(audit_cells(result)) + " |"]
-    lines += ["", "## Sample games", ""]
-    for g in games[:5]:
-        row = " ".join(f"{mv['guess'] or '∅'}:{mv['pattern'] or mv['error']}" for mv in g["moves"])
-        lines.append(f"- {g['answer']}: {'won' if g['won'] else 'lost'} — {row}")
-    return "\n".join(lines) + "\n"
-
-

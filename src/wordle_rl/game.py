@@ -1,4 +1,5 @@
-"""The Wordle game engine: scoring, patterns, the guess x answer pattern matrix, game state, hard mode.
+"""The Wordle game engine: scoring, patterns, the guess x answer pattern matrix, game state, hard
+mode.
 
 Pure Python + numpy; this module never imports torch. Everything else in
 wordle-rl (solvers, environment, rewards, data, training) builds on it.
@@ -16,7 +17,8 @@ A pattern is an integer ``sum(tile_i * 3**i)`` with tile 0 = grey, 1 = yellow,
 The full matrix (12,972 guesses x 2,315 answers, uint8) is built vectorised
 and cached on disk in the user cache directory (``WORDLE_RL_CACHE`` overrides it).
 
-Try it: ``python -c "from wordle_rl.game import *; print(pattern_to_emoji(score('crane','react')))"``
+Try it: ``python -c "from wordle_rl.game import *;
+print(pattern_to_emoji(score('crane','react')))"``
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ _ORDINALS = ["1st", "2nd", "3rd"] + [f"{i}th" for i in range(4, 33)]
 # --------------------------------------------------------------------------- scoring
 @lru_cache(maxsize=1 << 18)
 def score_tiles(guess: str, answer: str) -> tuple[int, ...]:
-    """Tiles (0 grey, 1 yellow, 2 green) of ``guess`` against ``answer``; both lowercase, same length.
+    """Tiles (0 grey, 1 yellow, 2 green) of ``guess`` against ``answer``; both lowercase, same
+    length.
 
     >>> score_tiles("eerie", "speed")
     (1, 1, 0, 0, 0)
@@ -127,7 +130,8 @@ def pattern_to_str(pattern: int, length: int = 5) -> str:
 
 
 def str_to_pattern(text: str) -> int:
-    """Parse ``GYX..`` forms (``G``/``Y``; grey as ``X``, ``.``, ``-``, ``_`` or ``B``; spaces ignored)."""
+    """Parse ``GYX..`` forms (``G``/``Y``; grey as ``X``, ``.``, ``-``, ``_`` or ``B``; spaces
+    ignored)."""
     tiles = []
     for ch in text.replace(" ", "").upper():
         if ch == "G":
@@ -137,7 +141,9 @@ def str_to_pattern(text: str) -> int:
         elif ch in _GREY_CHARS:
             tiles.append(GREY)
         else:
-            raise ValueError(f"bad tile {ch!r} in pattern {text!r}: use G, Y and X (or . - _ B for grey)")
+            raise ValueError(
+                f"bad tile {ch!r} in pattern {text!r}: use G, Y and X (or . - _ B for grey)"
+            )
     if not tiles:
         raise ValueError("empty pattern")
     return tiles_to_pattern(tiles)
@@ -159,7 +165,8 @@ def _pattern_dtype(length: int) -> type:
 
 
 def score_pairs(guesses: np.ndarray, answers: np.ndarray) -> np.ndarray:
-    """Vectorised ``score`` over pairs: encoded arrays ``(n, L)`` (see ``encode_words``) -> ``(n,)`` patterns.
+    """Vectorised ``score`` over pairs: encoded arrays ``(n, L)`` (see ``encode_words``) -> ``(n,)``
+    patterns.
 
     Broadcasts like numpy, so ``(n, 1, L)`` against ``(1, m, L)`` gives an ``(n, m)`` block.
     """
@@ -181,13 +188,15 @@ def score_pairs(guesses: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return out.astype(_pattern_dtype(length))
 
 
-def build_pattern_matrix(allowed: tuple[str, ...] | list[str], answers: tuple[str, ...] | list[str],
-                         chunk: int = 512) -> np.ndarray:
+def build_pattern_matrix(
+    allowed: tuple[str, ...] | list[str], answers: tuple[str, ...] | list[str], chunk: int = 512
+) -> np.ndarray:
     """The ``(len(allowed), len(answers))`` pattern matrix, built without a Python loop over pairs.
 
-    Yellow rule used: with ``cnt[l]`` the count of letter ``l`` in the answer, tile ``i`` is yellow when it
-    is not green and ``cnt[g_i] - #greens of g_i > #earlier non-green g_i in the guess``. Guesses are grouped
-    by which of their positions share a letter, so each group needs only the terms that can be non-zero.
+    Yellow rule used: with ``cnt[l]`` the count of letter ``l`` in the answer, tile ``i`` is yellow
+    when it is not green and ``cnt[g_i] - #greens of g_i > #earlier non-green g_i in the guess``.
+    Guesses are grouped by which of their positions share a letter, so each group needs only the
+    terms that can be non-zero.
     """
     G = encode_words(list(allowed))
     A = encode_words(list(answers))
@@ -205,7 +214,7 @@ def build_pattern_matrix(allowed: tuple[str, ...] | list[str], answers: tuple[st
         rows = np.flatnonzero(inverse.ravel() == s)
         same = [[k for k in range(length) if sig[k] == sig[i]] for i in range(length)]
         for start in range(0, len(rows), chunk):
-            r = rows[start:start + chunk]
+            r = rows[start : start + chunk]
             gc = G[r]
             green = [gc[:, i][:, None] == a_cols[i] for i in range(length)]
             pat = np.zeros((len(r), len(A)), dtype=dtype)
@@ -225,7 +234,8 @@ def build_pattern_matrix(allowed: tuple[str, ...] | list[str], answers: tuple[st
 
 
 def cache_dir() -> Path:
-    """Where the pattern matrix and solver openers are cached: ``$WORDLE_RL_CACHE`` or the user cache dir."""
+    """Where the pattern matrix and solver openers are cached: ``$WORDLE_RL_CACHE`` or the user
+    cache dir."""
     env = os.environ.get("WORDLE_RL_CACHE")
     if env:
         return Path(env)
@@ -357,7 +367,8 @@ class Game:
         return self.over and not self.won
 
     def check(self, word: str, allow_repeat: bool = True) -> str:
-        """Validate a guess without playing it; returns the normalised word or raises InvalidGuess."""
+        """Validate a guess without playing it; returns the normalised word or raises
+        InvalidGuess."""
         if self.over:
             raise InvalidGuess("game_over", "the game is over")
         w = word.strip().lower()
@@ -366,7 +377,9 @@ class Game:
         if not (w.isascii() and w.isalpha()):
             raise InvalidGuess("not_alpha", f"{word.strip()!r} must contain letters a-z only")
         if len(w) != self.length:
-            raise InvalidGuess("wrong_length", f"{w!r} has {len(w)} letters; guesses have {self.length}")
+            raise InvalidGuess(
+                "wrong_length", f"{w!r} has {len(w)} letters; guesses have {self.length}"
+            )
         if not self.words.is_allowed(w):
             raise InvalidGuess("not_in_word_list", f"{w!r} is not in the word list")
         if not allow_repeat and any(w == g for g, _ in self.history):
@@ -378,7 +391,8 @@ class Game:
         return w
 
     def guess(self, word: str, allow_repeat: bool = True) -> int:
-        """Play a guess; returns its pattern. Raises InvalidGuess (costing no turn) if it is refused."""
+        """Play a guess; returns its pattern. Raises InvalidGuess (costing no turn) if it is
+        refused."""
         w = self.check(word, allow_repeat=allow_repeat)
         p = score(w, self.answer)
         self.history.append((w, p))
@@ -391,7 +405,8 @@ class Game:
 
 
 def candidate_indices(words: WordList, history, matrix: np.ndarray | None = None) -> np.ndarray:
-    """Indices into ``words.answers`` consistent with ``history``; uses the pattern matrix when given."""
+    """Indices into ``words.answers`` consistent with ``history``; uses the pattern matrix when
+    given."""
     idx = np.arange(len(words.answers))
     for g, p in history:
         if matrix is not None and g in words.allowed_index:
@@ -403,7 +418,8 @@ def candidate_indices(words: WordList, history, matrix: np.ndarray | None = None
 
 
 def timed_build(words: WordList | None = None) -> tuple[np.ndarray, float]:
-    """Build the matrix without any cache; returns it with the wall seconds taken (for benchmarks)."""
+    """Build the matrix without any cache; returns it with the wall seconds taken (for
+    benchmarks)."""
     words = words or load_word_lists()
     t0 = time.perf_counter()
     mat = build_pattern_matrix(words.allowed, words.answers)

@@ -1,18 +1,20 @@
-"""Model factory: any Hugging Face causal LM by hub id or path, and the embedded default built offline.
+"""Model factory: any Hugging Face causal LM by hub id or path, and the embedded default built
+offline.
 
-    wordle-rl init-model models/mini --preset mini        # a Qwen3 from a config + a local tokenizer
+    wordle-rl init-model models/mini --preset mini  # a Qwen3 from a config + a local tokenizer
     load_model("models/mini")  /  load_model("Qwen/Qwen3-1.7B", lora=True)
 
-Both go through ``AutoModelForCausalLM`` / ``AutoTokenizer``: the embedded default is a real Qwen3 model
-saved with ``save_pretrained``; nothing is mocked.
+Both go through ``AutoModelForCausalLM`` / ``AutoTokenizer``: the embedded default is a real Qwen3
+model saved with ``save_pretrained``; nothing is mocked.
 
-The default tokenizer (``tokenizers`` WordLevel model wrapped in ``PreTrainedTokenizerFast``) splits text
-into single characters, except for the fixed phrases of the prompt renderer (system prompts, "You have N
-guesses left.", tags such as ``<guess>``, a feedback mark with its space), which are one token each. A game
-then costs ~25 tokens a turn instead of ~80, and every word is still spelled letter by letter, so unseen words
-can be written. Compute is the bottleneck on a CPU: fewer tokens a game is more games a minute. Its chat
-template marks assistant turns with ``{% generation %}`` (assistant-only loss) and leaves out turns marked
-``"train": false`` (exploratory moves shown as context).
+The default tokenizer (``tokenizers`` WordLevel model wrapped in ``PreTrainedTokenizerFast``) splits
+text into single characters, except for the fixed phrases of the prompt renderer (system prompts,
+"You have N guesses left.", tags such as ``<guess>``, a feedback mark with its space), which are one
+token each. A game then costs ~25 tokens a turn instead of ~80, and every word is still spelled
+letter by letter, so unseen words can be written. Compute is the bottleneck on a CPU: fewer tokens a
+game is more games a minute. Its chat template marks assistant turns with ``{% generation %}``
+(assistant-only loss) and leaves out turns marked ``"train": false`` (exploratory moves shown as
+context).
 """
 
 from __future__ import annotations
@@ -25,27 +27,35 @@ from pathlib import Path
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.words import load_word_lists
 
-__all__ = ["MODEL_PRESETS", "ModelPreset", "WORD_TOKENS", "phrases", "build_tokenizer", "build_model", "init_model",
-           "spell_word_embeddings", "load_model", "pick_device", "cpu_has_native_bf16", "PROMPT_RECORD",
-           "write_prompt_record", "check_prompt_style"]
+__all__ = [
+    "MODEL_PRESETS",
+    "ModelPreset",
+    "WORD_TOKENS",
+    "phrases",
+    "build_tokenizer",
+    "build_model",
+    "init_model",
+    "spell_word_embeddings",
+    "load_model",
+    "pick_device",
+    "cpu_has_native_bf16",
+    "PROMPT_RECORD",
+    "write_prompt_record",
+    "check_prompt_style",
+]
 
-# Written beside a trained model: the prompt style it was trained on, so evaluation and GRPO cannot silently prompt it
-# in another one.
+# Written beside a trained model: the prompt style it was trained on, so evaluation and GRPO cannot
+# silently prompt it in another one.
 PROMPT_RECORD = "wordle_rl_prompt.json"
 
 SPECIAL = ["<|pad|>", "<|unk|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' %}"
-    "{% if message['train'] is defined and message['train'] == false %}"
-    "{{ message['content'] + '<|im_end|>' }}"
-    "{% else %}"
-    "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}"
-    "{% endif %}"
-    "{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}{% if "
+    "message['role'] == 'assistant' %}{% if message['train'] is defined and message['train'] == "
+    "false %}{{ message['content'] + '<|im_end|>' }}{% else %}{% generation %}{{ "
+    "message['content'] + '<|im_end|>' }}{% endgeneration %}{% endif %}{% else %}{{ "
+    "message['content'] + '<|im_end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}"
 )
 
 
@@ -59,9 +69,17 @@ class ModelPreset:
 
 
 MODEL_PRESETS = {
-    "mini": ModelPreset(160, 4, 4, 480, "≈1.4 M parameters; the default: 2.3x the tokens/s of tiny, so more "
-                                        "games in a fixed CPU budget, and better after 30 minutes of SFT"),
-    "tiny": ModelPreset(256, 4, 4, 768, "≈3.5 M parameters; fewer held-out wins than mini after 30 min of SFT"),
+    "mini": ModelPreset(
+        160,
+        4,
+        4,
+        480,
+        "≈1.4 M parameters; the default: 2.3x the tokens/s of tiny, so more "
+        "games in a fixed CPU budget, and better after 30 minutes of SFT",
+    ),
+    "tiny": ModelPreset(
+        256, 4, 4, 768, "≈3.5 M parameters; fewer held-out wins than mini after 30 min of SFT"
+    ),
     "small": ModelPreset(384, 6, 6, 1152, "≈11 M parameters; better with a longer budget"),
     "micro": ModelPreset(64, 2, 2, 192, "≈0.1 M parameters; for tests"),
 }
@@ -72,7 +90,16 @@ def phrases(max_turns: int = 6) -> list[str]:
     from wordle_rl import prompts
     from wordle_rl.prompts import PromptStyle
 
-    out: set[str] = {"<think>", "</think>", "<guess>", "</guess>", " -> ", "system\n", "user\n", "assistant\n"}
+    out: set[str] = {
+        "<think>",
+        "</think>",
+        "<guess>",
+        "</guess>",
+        " -> ",
+        "system\n",
+        "user\n",
+        "assistant\n",
+    }
     for name in prompts.STYLES:
         for think in (True, False):
             st = PromptStyle(name, think=think, max_turns=max_turns)
@@ -84,11 +111,33 @@ def phrases(max_turns: int = 6) -> list[str]:
     out |= {" " + t for t in prompts.TILE_MARKS}  # "Y X G" -> "Y", " X", " G": one token per mark
     tiles = {f"{chr(c)}:{t}" for c in range(ord("A"), ord("Z") + 1) for t in prompts.TILE_MARKS}
     out |= tiles | {" " + t for t in tiles}  # the tiles style: "C:G R:X" -> "C:G", " R:X"
-    out |= {"Known positions: ", "Letters in the word: ", "Letters not in the word: ", "Guesses so far: ",
-            "Your guess ", " got ", "not in position ", "exactly once", "exactly ", "at least ", " times",
-            "Invalid move: ", "You submitted ", "Feedback:\n", "Possible answers: ", "No feedback yet. ",
-            " could be the answer and splits them into ", " cannot be the answer but splits them into ",
-            " groups (", " bits).", "Exploring with ", "Only ", " fits.", "Hint: ", " possible answers remain."}
+    out |= {
+        "Known positions: ",
+        "Letters in the word: ",
+        "Letters not in the word: ",
+        "Guesses so far: ",
+        "Your guess ",
+        " got ",
+        "not in position ",
+        "exactly once",
+        "exactly ",
+        "at least ",
+        " times",
+        "Invalid move: ",
+        "You submitted ",
+        "Feedback:\n",
+        "Possible answers: ",
+        "No feedback yet. ",
+        " could be the answer and splits them into ",
+        " cannot be the answer but splits them into ",
+        " groups (",
+        " bits).",
+        "Exploring with ",
+        "Only ",
+        " fits.",
+        "Hint: ",
+        " possible answers remain.",
+    }
     out |= {f"{o} letter is " for o in ("1st", "2nd", "3rd", "4th", "5th")}
     return sorted(out, key=lambda p: (-len(p), p))
 
@@ -97,14 +146,17 @@ WORD_TOKENS = ("none", "answers")
 
 
 def build_tokenizer(max_turns: int = 6, word_tokens: str = "none"):
-    """Character tokens + renderer phrases, a chat template, pad/bos/eos/unk; a ``PreTrainedTokenizerFast``.
+    """Character tokens + renderer phrases, a chat template, pad/bos/eos/unk; a
+    ``PreTrainedTokenizerFast``.
 
-    ``word_tokens="answers"`` adds one token per word of the public answer list, used where the word stands alone
-    in lower case (as a guess does); any other string, the feedback's upper-case letters included, is spelled
-    letter by letter, so a word outside the list (or a non-word) can still be written.
+    ``word_tokens="answers"`` adds one token per word of the public answer list, used where the word
+    stands alone in lower case (as a guess does); any other string, the feedback's upper-case
+    letters included, is spelled letter by letter, so a word outside the list (or a non-word) can
+    still be written.
 
     >>> tok = build_tokenizer(word_tokens="answers")
-    >>> [tok.decode([i]) for i in tok("<guess>crane</guess> CRANE cranes", add_special_tokens=False)["input_ids"]][:4]
+    >>> ids = tok("<guess>crane</guess> CRANE cranes", add_special_tokens=False)["input_ids"]
+    >>> [tok.decode([i]) for i in ids][:4]
     ['<guess>', 'crane', '</guess>', ' ']
     >>> len(tok("cranes", add_special_tokens=False)["input_ids"])
     6
@@ -117,16 +169,23 @@ def build_tokenizer(max_turns: int = 6, word_tokens: str = "none"):
     phr = phrases(max_turns)
     chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
     words = list(load_word_lists().answers) if word_tokens == "answers" else []
-    vocab = {tok: i for i, tok in enumerate(SPECIAL + chars + [p for p in phr if p not in chars] + words)}
+    vocab = {
+        tok: i for i, tok in enumerate(SPECIAL + chars + [p for p in phr if p not in chars] + words)
+    }
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     alternation = "|".join(_regex_escape(p) for p in SPECIAL + phr)
     if words:  # a whole lower-case word only: never a piece of a longer string of letters
         alternation += "|(?<![a-z])(?:" + "|".join(words) + ")(?![a-z])"
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(f"{alternation}|[\\s\\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", unk_token="<|unk|>",
-                                   bos_token="<|endoftext|>", eos_token="<|im_end|>",
-                                   additional_special_tokens=["<|im_start|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<|pad|>",
+        unk_token="<|unk|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"
     fast.model_max_length = 4096
@@ -145,40 +204,62 @@ def _regex_escape(text: str) -> str:
     return "".join(out)
 
 
-def build_model(vocab_size: int, preset: str = "mini", pad_token_id: int = 0, bos_token_id: int = 2,
-                eos_token_id: int = 4, max_positions: int = 4096):
+def build_model(
+    vocab_size: int,
+    preset: str = "mini",
+    pad_token_id: int = 0,
+    bos_token_id: int = 2,
+    eos_token_id: int = 4,
+    max_positions: int = 4096,
+):
     """A Qwen3 causal LM built from a config (random weights; seed torch before calling)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if preset not in MODEL_PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; choose one of {sorted(MODEL_PRESETS)}")
     p = MODEL_PRESETS[preset]
-    cfg = Qwen3Config(vocab_size=vocab_size, hidden_size=p.hidden_size, num_hidden_layers=p.layers,
-                      num_attention_heads=p.heads, num_key_value_heads=p.heads, head_dim=p.hidden_size // p.heads,
-                      intermediate_size=p.intermediate, tie_word_embeddings=True,
-                      max_position_embeddings=max_positions, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
-                      eos_token_id=eos_token_id, use_cache=True)
+    cfg = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=p.hidden_size,
+        num_hidden_layers=p.layers,
+        num_attention_heads=p.heads,
+        num_key_value_heads=p.heads,
+        head_dim=p.hidden_size // p.heads,
+        intermediate_size=p.intermediate,
+        tie_word_embeddings=True,
+        max_position_embeddings=max_positions,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        use_cache=True,
+    )
     return Qwen3ForCausalLM(cfg)
 
 
 def spell_word_embeddings(model, tok, words, generator) -> None:
-    """Start each word token's embedding as the sum of one random vector per (position, letter) of the word.
+    """Start each word token's embedding as the sum of one random vector per (position, letter) of
+    the word.
 
-    With tied embeddings a word's logit is then, at the start, a sum of per-position letter scores, so words that
-    share letters in place score alike, held-out words included; training moves every vector on from there.
+    With tied embeddings a word's logit is then, at the start, a sum of per-position letter scores,
+    so words that share letters in place score alike, held-out words included; training moves every
+    vector on from there.
     """
     import torch
 
     emb = model.get_input_embeddings().weight
     length = len(words[0])
-    parts = torch.randn(length, 26, emb.shape[1], generator=generator) * model.config.initializer_range
+    parts = (
+        torch.randn(length, 26, emb.shape[1], generator=generator) * model.config.initializer_range
+    )
     with torch.no_grad():
         for w in words:
-            vec = sum(parts[j, ord(c) - 97] for j, c in enumerate(w)) / length ** 0.5
+            vec = sum(parts[j, ord(c) - 97] for j, c in enumerate(w)) / length**0.5
             emb[tok.convert_tokens_to_ids(w)] = vec.to(emb.dtype)
 
 
-def init_model(out: str | Path, preset: str = "mini", seed: int = 0, word_tokens: str = "none") -> Path:
+def init_model(
+    out: str | Path, preset: str = "mini", seed: int = 0, word_tokens: str = "none"
+) -> Path:
     """Build the embedded default (tokenizer + model) and ``save_pretrained`` both to ``out``."""
     import torch
 
@@ -187,65 +268,108 @@ def init_model(out: str | Path, preset: str = "mini", seed: int = 0, word_tokens
     torch.manual_seed(seed)
     model = build_model(len(tok), preset, tok.pad_token_id, tok.bos_token_id, tok.eos_token_id)
     if word_tokens == "answers":
-        spell_word_embeddings(model, tok, load_word_lists().answers, torch.Generator().manual_seed(seed))
+        spell_word_embeddings(
+            model, tok, load_word_lists().answers, torch.Generator().manual_seed(seed)
+        )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    (out / "wordle_rl.json").write_text(json.dumps({"preset": preset, "seed": seed, "word_tokens": word_tokens,
-                                                    "parameters": sum(p.numel() for p in model.parameters())},
-                                                   indent=1))
+    (out / "wordle_rl.json").write_text(
+        json.dumps(
+            {
+                "preset": preset,
+                "seed": seed,
+                "word_tokens": word_tokens,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            },
+            indent=1,
+        )
+    )
     return out
 
 
 def pick_device(device: str = "auto") -> str:
-    """``auto`` → ``cuda`` when available, else ``cpu``; asking for ``cuda`` without it is an error."""
+    """``auto`` → ``cuda`` when available, else ``cpu``; asking for ``cuda`` without it is an
+    error."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA device on this machine")
+        raise RuntimeError(
+            "--device cuda was asked for, but torch sees no CUDA device on this machine"
+        )
     return device
 
 
 def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
-    """Whether this CPU computes bf16 in hardware (AVX512-BF16 or AMX-BF16) and torch's oneDNN can use it.
+    """Whether this CPU computes bf16 in hardware (AVX512-BF16 or AMX-BF16) and torch's oneDNN can
+    use it.
 
-    Only there is ``bf16=True`` accepted on a CPU (elsewhere bf16 is emulated and slower); it makes the small default
-    model's SFT steps ~1.4x faster. Reads the Linux CPU flags; ``False`` when absent.
+    Only there is ``bf16=True`` accepted on a CPU (elsewhere bf16 is emulated and slower); it makes
+    the small default model's SFT steps ~1.4x faster. Reads the Linux CPU flags; ``False`` when
+    absent.
     """
     import torch
 
     path = Path(cpuinfo)
     if not path.is_file() or not torch.backends.mkldnn.is_available():
         return False
-    flags = next((line.split(":", 1)[1].split() for line in path.read_text().splitlines()
-                  if line.startswith("flags")), [])
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in path.read_text().splitlines()
+            if line.startswith("flags")
+        ),
+        [],
+    )
     return bool({"avx512_bf16", "amx_bf16"} & set(flags))
 
 
-def load_model(name_or_path: str, device: str = "auto", dtype: str = "auto", lora: bool = False,
-               lora_r: int = 16, threads: int | None = None):
-    """``(model, tokenizer)`` from a hub id or local path; bf16 on CUDA, fp32 on CPU; optional LoRA (PEFT)."""
+def load_model(
+    name_or_path: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    lora: bool = False,
+    lora_r: int = 16,
+    threads: int | None = None,
+):
+    """``(model, tokenizer)`` from a hub id or local path; bf16 on CUDA, fp32 on CPU; optional LoRA
+    (PEFT)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if threads:
         torch.set_num_threads(threads)
     local = Path(name_or_path)
-    if not local.exists() and (name_or_path.startswith((".", "/")) or os.sep in name_or_path.rstrip(os.sep)
-                               and not _looks_like_hub_id(name_or_path)):
-        raise FileNotFoundError(f"model path {name_or_path!r} does not exist (run `wordle-rl init-model` first?)")
+    if not local.exists() and (
+        name_or_path.startswith((".", "/"))
+        or os.sep in name_or_path.rstrip(os.sep)
+        and not _looks_like_hub_id(name_or_path)
+    ):
+        raise FileNotFoundError(
+            f"model path {name_or_path!r} does not exist (run `wordle-rl init-model` first?)"
+        )
     dev = pick_device(device)
     if dtype == "auto":
-        torch_dtype = torch.bfloat16 if dev.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
+        torch_dtype = (
+            torch.bfloat16
+            if dev.startswith("cuda") and torch.cuda.is_bf16_supported()
+            else torch.float32
+        )
     else:
-        torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+        torch_dtype = {
+            "float32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
+        }[dtype]
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
         # eager attention is ~20 % faster than SDPA for small models on a CPU
         attn = "eager" if dev == "cpu" else None
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, attn_implementation=attn)
+        model = AutoModelForCausalLM.from_pretrained(
+            name_or_path, dtype=torch_dtype, attn_implementation=attn
+        )
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {name_or_path!r}: {e}") from e
     if tok.pad_token is None:
@@ -254,8 +378,12 @@ def load_model(name_or_path: str, device: str = "auto", dtype: str = "auto", lor
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear",
-                                                 task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear", task_type="CAUSAL_LM"
+            ),
+        )
     return model.to(dev), tok
 
 
@@ -265,20 +393,28 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
-    """Record in a model folder the prompt style it was trained on (its name, and whether answers think)."""
-    (Path(out) / PROMPT_RECORD).write_text(json.dumps({"style": style.name, "think": style.uses_think}) + "\n")
+    """Record in a model folder the prompt style it was trained on (its name, and whether answers
+    think)."""
+    (Path(out) / PROMPT_RECORD).write_text(
+        json.dumps({"style": style.name, "think": style.uses_think}) + "\n"
+    )
 
 
 def check_prompt_style(name_or_path: str, style: PromptStyle) -> None:
-    """Raise ``ValueError`` when a local model folder records another prompt style than ``style`` (a hub model or a
-    folder without a record is not checked). Think is compared as the style uses it (never for ``brackets``)."""
+    """Raise ``ValueError`` when a local model folder records another prompt style than ``style`` (a
+    hub model or a folder without a record is not checked). Think is compared as the style uses it
+    (never for ``brackets``)."""
     record = Path(name_or_path) / PROMPT_RECORD
     if not record.is_file():
         return
     want = json.loads(record.read_text())
     if want.get("style") != style.name:
-        raise ValueError(f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
-                         f"{style.name!r}: pass --style {want.get('style')}")
+        raise ValueError(
+            f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
+            f"{style.name!r}: pass --style {want.get('style')}"
+        )
     if bool(want.get("think")) != style.uses_think:
-        raise ValueError(f"model {name_or_path} was trained with think={bool(want.get('think'))} ({record}), not "
-                         f"think={style.uses_think}: set think to {bool(want.get('think'))}")
+        raise ValueError(
+            f"model {name_or_path} was trained with think={bool(want.get('think'))} ({record}), "
+            f"not think={style.uses_think}: set think to {bool(want.get('think'))}"
+        )

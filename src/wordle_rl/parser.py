@@ -1,4 +1,5 @@
-"""Strict parser: from a model's completion to a guess, or a structured error. No guessing from stray letters.
+"""Strict parser: from a model's completion to a guess, or a structured error. No guessing from
+stray letters.
 
     >>> parse("<think>maybe crane</think><guess>slate</guess>").guess
     'slate'
@@ -9,10 +10,10 @@
     >>> parse("[crane]", style="brackets").guess
     'crane'
 
-Error codes: ``no_guess``, ``multiple_guesses``, ``wrong_length``, ``not_alpha``, ``not_in_word_list``,
-``repeated_guess``, ``hard_mode_violation``, ``text_after_guess``. A guess written inside ``<think>`` never
-counts. ``format_ok`` is the strict shape check used by the format reward (exactly one think block when
-the style thinks, then the answer, nothing else).
+Error codes: ``no_guess``, ``multiple_guesses``, ``wrong_length``, ``not_alpha``,
+``not_in_word_list``, ``repeated_guess``, ``hard_mode_violation``, ``text_after_guess``. A guess
+written inside ``<think>`` never counts. ``format_ok`` is the strict shape check used by the format
+reward (exactly one think block when the style thinks, then the answer, nothing else).
 """
 
 from __future__ import annotations
@@ -26,13 +27,23 @@ from wordle_rl.words import WordList
 
 __all__ = ["ParseResult", "parse", "ERROR_CODES"]
 
-ERROR_CODES = ("no_guess", "multiple_guesses", "wrong_length", "not_alpha", "not_in_word_list",
-               "repeated_guess", "hard_mode_violation", "text_after_guess")
+ERROR_CODES = (
+    "no_guess",
+    "multiple_guesses",
+    "wrong_length",
+    "not_alpha",
+    "not_in_word_list",
+    "repeated_guess",
+    "hard_mode_violation",
+    "text_after_guess",
+)
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _GUESS_TAG = re.compile(r"<guess>(.*?)</guess>", re.S | re.I)
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_STRICT_XML_THINK = re.compile(r"\s*<think>(?:(?!</?think>).)*</think>\s*<guess>[^<>]*</guess>\s*", re.S | re.I)
+_STRICT_XML_THINK = re.compile(
+    r"\s*<think>(?:(?!</?think>).)*</think>\s*<guess>[^<>]*</guess>\s*", re.S | re.I
+)
 _STRICT_XML = re.compile(r"\s*<guess>[^<>]*</guess>\s*", re.S | re.I)
 _STRICT_BRACKET = re.compile(r"[^\[\]]*\[[^\[\]]*\]\s*", re.S)
 
@@ -57,7 +68,7 @@ def _visible(text: str) -> str:
     if "think>" not in low:
         return text
     if "</think>" in low and "<think>" not in low.split("</think>", 1)[0]:
-        text = text[low.index("</think>") + len("</think>"):]
+        text = text[low.index("</think>") + len("</think>") :]
     text = _THINK_BLOCK.sub(" ", text)
     low = text.lower()
     if "<think>" in low:
@@ -65,9 +76,16 @@ def _visible(text: str) -> str:
     return text
 
 
-def parse(text: str, style: PromptStyle | str = "xml", *, words: WordList | None = None,
-          history: list[tuple[str, int]] | tuple = (), hard: bool = False, strict: bool = True,
-          length: int | None = None) -> ParseResult:
+def parse(
+    text: str,
+    style: PromptStyle | str = "xml",
+    *,
+    words: WordList | None = None,
+    history: list[tuple[str, int]] | tuple = (),
+    hard: bool = False,
+    strict: bool = True,
+    length: int | None = None,
+) -> ParseResult:
     """Parse one completion. With ``words`` the guess is also checked against the list, earlier
     guesses (``history``) and, with ``hard``, the hard-mode rule."""
     if isinstance(style, str):
@@ -84,23 +102,35 @@ def parse(text: str, style: PromptStyle | str = "xml", *, words: WordList | None
         pattern = _STRICT_XML_THINK if style.uses_think else _STRICT_XML
         shape_ok = pattern.fullmatch(text) is not None
     if not found:
-        return ParseResult(None, "no_guess", "no guess found" + (" outside <think>" if "<think>" in text else ""),
-                           False)
+        return ParseResult(
+            None,
+            "no_guess",
+            "no guess found" + (" outside <think>" if "<think>" in text else ""),
+            False,
+        )
     if len(found) > 1:
-        return ParseResult(None, "multiple_guesses", f"{len(found)} guesses found; give exactly one", False)
+        return ParseResult(
+            None, "multiple_guesses", f"{len(found)} guesses found; give exactly one", False
+        )
     m = found[0]
     raw = m.group(1)
-    after = visible[m.end():].strip()
+    after = visible[m.end() :].strip()
     if after and strict:
-        return ParseResult(None, "text_after_guess", "text after the guess is not allowed", False, raw)
+        return ParseResult(
+            None, "text_after_guess", "text after the guess is not allowed", False, raw
+        )
     w = raw.strip().lower()
     fmt = shape_ok and not after
     if not w:
         return ParseResult(None, "no_guess", "the guess is empty", fmt, raw)
     if not (w.isascii() and w.isalpha()):
-        return ParseResult(None, "not_alpha", f"{raw.strip()[:40]!r} must contain letters a-z only", fmt, raw)
+        return ParseResult(
+            None, "not_alpha", f"{raw.strip()[:40]!r} must contain letters a-z only", fmt, raw
+        )
     if len(w) != length:
-        return ParseResult(None, "wrong_length", f"{w[:40]!r} has {len(w)} letters, not {length}", fmt, raw)
+        return ParseResult(
+            None, "wrong_length", f"{w[:40]!r} has {len(w)} letters, not {length}", fmt, raw
+        )
     if words is not None and not words.is_allowed(w):
         return ParseResult(None, "not_in_word_list", f"{w!r} is not in the word list", fmt, raw)
     if any(w == g for g, _ in history):

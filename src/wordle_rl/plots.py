@@ -1,6 +1,6 @@
 """PNG plots of evaluation runs and training logs (matplotlib, headless).
 
-    wordle-rl plot runs/sft/eval-free runs/solver-entropy --out plots/
+wordle-rl plot runs/sft/eval-free runs/solver-entropy --out plots/
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ def plot_eval_runs(runs: list[tuple[str, dict]], out: str | Path) -> list[Path]:
     for i, (name, r) in enumerate(runs):
         h = r["metrics"]["histogram"]
         n = max(1, r["metrics"]["games"])
-        ax.bar([k + i * width for k in range(len(keys))], [h.get(k, 0) / n for k in keys], width,
-               label=f"{name} ({r['decode']})")
+        ax.bar(
+            [k + i * width for k in range(len(keys))],
+            [h.get(k, 0) / n for k in keys],
+            width,
+            label=f"{name} ({r['decode']})",
+        )
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))], keys)
     ax.set_xlabel("guesses used (X = lost)")
     ax.set_ylabel("share of games")
@@ -78,7 +82,8 @@ def plot_training_log(log: list[dict], keys: list[str], out: str | Path, title: 
 
 
 def plot_val_curve(records: list[dict], out: str | Path) -> Path:
-    """GRPO's in-training val check (``val_eval.jsonl``): greedy win rate and mean guesses per game against step."""
+    """GRPO's in-training val check (``val_eval.jsonl``): greedy win rate and mean guesses per game
+    against step."""
     plt = _plt()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +91,9 @@ def plot_val_curve(records: list[dict], out: str | Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     left.plot(steps, [100 * r["val_win_rate"] for r in records], marker="o")
     left.set_ylabel("greedy val wins (%)")
-    right.plot(steps, [r.get("val_mean_guesses_per_game") for r in records], marker="o", color="tab:orange")
+    right.plot(
+        steps, [r.get("val_mean_guesses_per_game") for r in records], marker="o", color="tab:orange"
+    )
     right.set_ylabel("mean guesses per game (loss = 7)")
     for ax in (left, right):
         ax.set_xlabel("GRPO step")

@@ -2,15 +2,19 @@
 
 Five styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
 
-- ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>`` with
-  ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
-- ``brackets``: the model answers ``[word]``; feedback in the TextArena style (letters over colours).
-- ``tiles``: as ``xml``, but each feedback tile is written as its letter and mark together (``C:G R:X A:Y N:X E:X``),
-  so a letter and its mark are one token for the embedded tokenizer and need no lining up by position. The
-  default (``DEFAULT_STYLE``): the embedded model wins more held-out games with it than with ``xml``.
-- ``tiles-known``: as ``tiles``, plus one line in the same tokens of what all the feedback so far proves
-  (:func:`known_line`), so the model need not gather the facts from every earlier turn itself.
-- ``plain``: each user turn is a plain-English summary of everything known so far; answers as in ``xml``.
+- ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>``
+  with ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
+- ``brackets``: the model answers ``[word]``; feedback in the TextArena style (letters over
+  colours).
+- ``tiles``: as ``xml``, but each feedback tile is written as its letter and mark together (``C:G
+  R:X A:Y N:X E:X``), so a letter and its mark are one token for the embedded tokenizer and need no
+  lining up by position. The default (``DEFAULT_STYLE``): the embedded model wins more held-out
+  games with it than with ``xml``.
+- ``tiles-known``: as ``tiles``, plus one line in the same tokens of what all the feedback so far
+  proves (:func:`known_line`), so the model need not gather the facts from every earlier turn
+  itself.
+- ``plain``: each user turn is a plain-English summary of everything known so far; answers as in
+  ``xml``.
 
     >>> style = PromptStyle("xml", think=False)
     >>> msgs = render_conversation(style, [("crane", 0)])
@@ -20,7 +24,8 @@ Five styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
     '<guess>crane</guess>'
 
 Hints (``hints=True``) add the number of answers still possible; they are off by default.
-Word-pattern exercises (:func:`render_exercise`, no game) ask for any word with some letters in place.
+Word-pattern exercises (:func:`render_exercise`, no game) ask for any word with some letters in
+place.
 """
 
 from __future__ import annotations
@@ -30,13 +35,29 @@ from dataclasses import dataclass, field
 
 from wordle_rl.game import GREEN, GREY, YELLOW, pattern_to_tiles
 
-__all__ = ["PromptStyle", "STYLES", "Knowledge", "system_prompt", "first_user_message", "feedback_message",
-           "invalid_message", "format_answer", "render_conversation", "tile_line", "Turn", "TILE_MARKS",
-           "DEFAULT_STYLE", "detect_style", "pattern_message", "render_exercise", "known_line"]
+__all__ = [
+    "PromptStyle",
+    "STYLES",
+    "Knowledge",
+    "system_prompt",
+    "first_user_message",
+    "feedback_message",
+    "invalid_message",
+    "format_answer",
+    "render_conversation",
+    "tile_line",
+    "Turn",
+    "TILE_MARKS",
+    "DEFAULT_STYLE",
+    "detect_style",
+    "pattern_message",
+    "render_exercise",
+    "known_line",
+]
 
 STYLES = ("xml", "tiles", "tiles-known", "brackets", "plain")
-# The default of every command and config: the embedded default model wins more held-out games with each tile
-# written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
+# The default of every command and config: the embedded default model wins more held-out games with
+# each tile written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
 _ORD = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th", "9th", "10th"]
 _TILE = {GREEN: "G", YELLOW: "Y", GREY: "X"}
@@ -55,7 +76,9 @@ class PromptStyle:
 
     def __post_init__(self) -> None:
         if self.name not in STYLES:
-            raise ValueError(f"unknown prompt style {self.name!r}; choose one of {', '.join(STYLES)}")
+            raise ValueError(
+                f"unknown prompt style {self.name!r}; choose one of {', '.join(STYLES)}"
+            )
 
     @property
     def answer_format(self) -> str:
@@ -71,15 +94,18 @@ class PromptStyle:
         return self.think and self.answer_format == "xml"
 
 
-# A turn in a conversation: (guess, pattern) for a played guess, or (raw completion, None, error message)
+# A turn in a conversation: (guess, pattern) for a played guess, or (raw completion, None, error
+# message)
 Turn = tuple
 
 
 @dataclass
 class Knowledge:
-    """What the feedback so far proves, derived tile by tile (used for wording only, never for filtering).
+    """What the feedback so far proves, derived tile by tile (used for wording only, never for
+    filtering).
 
-    ``min_count``/``max_count`` bound how often a letter occurs; ``not_at`` lists excluded positions.
+    ``min_count``/``max_count`` bound how often a letter occurs; ``not_at`` lists excluded
+    positions.
     """
 
     length: int = 5
@@ -120,22 +146,32 @@ class Knowledge:
         """Plain-English lines, each a fact the feedback proves."""
         lines = []
         if self.fixed:
-            lines.append("Known positions: " + ", ".join(f"{_ORD[i]} letter is {c.upper()}"
-                                                           for i, c in sorted(self.fixed.items())) + ".")
+            lines.append(
+                "Known positions: "
+                + ", ".join(
+                    f"{_ORD[i]} letter is {c.upper()}" for i, c in sorted(self.fixed.items())
+                )
+                + "."
+            )
         moved = []
         for c in self.present:
             excl = sorted(i for i in self.not_at.get(c, set()) if self.fixed.get(i) != c)
             count = self.min_count[c]
             exact = self.max_count.get(c) == count
-            amount = f"exactly {count} times" if exact and count > 1 else (
-                f"at least {count} times" if count > 1 else ("exactly once" if exact else ""))
+            amount = (
+                f"exactly {count} times"
+                if exact and count > 1
+                else (f"at least {count} times" if count > 1 else ("exactly once" if exact else ""))
+            )
             where = ("not in position " + ", ".join(str(i + 1) for i in excl)) if excl else ""
             detail = "; ".join(x for x in (amount, where) if x)
             moved.append(f"{c.upper()}" + (f" ({detail})" if detail else ""))
         if moved:
             lines.append("Letters in the word: " + ", ".join(moved) + ".")
         if self.absent:
-            lines.append("Letters not in the word: " + ", ".join(c.upper() for c in self.absent) + ".")
+            lines.append(
+                "Letters not in the word: " + ", ".join(c.upper() for c in self.absent) + "."
+            )
         return lines
 
 
@@ -144,13 +180,20 @@ def system_prompt(style: PromptStyle) -> str:
         f"You are playing Wordle. Find the secret {style.length}-letter English word in at most "
         f"{style.max_turns} guesses. Every guess must be a valid {style.length}-letter word.\n"
         "After each guess you get one mark per letter: G = right letter in the right spot, "
-        "Y = in the word but in another spot, X = not in the word (no more copies of that letter).\n"
+        "Y = in the word but in another spot, X = not in the word (no more copies of that "
+        "letter).\n"
     )
     if style.answer_format == "brackets":
-        return rules + "Answer with your guess in square brackets, for example [crane], and nothing after it."
+        return (
+            rules
+            + "Answer with your guess in square brackets, for example [crane], and nothing after "
+            "it."
+        )
     if style.uses_think:
-        return rules + ("Think briefly inside <think>...</think>, then give your guess as <guess>word</guess> "
-                        "and nothing after it.")
+        return rules + (
+            "Think briefly inside <think>...</think>, then give your guess as <guess>word</guess> "
+            "and nothing after it."
+        )
     return rules + "Answer with your guess as <guess>word</guess> and nothing else."
 
 
@@ -170,13 +213,21 @@ def _left(style: PromptStyle, used: int) -> str:
     return f"You have {left} guess{'es' if left != 1 else ''} left."
 
 
-def feedback_message(style: PromptStyle, history: list[tuple[str, int]], turns_used: int,
-                     n_candidates: int | None = None) -> str:
-    """The user message after a played guess; ``history`` holds the played guesses so far, last one included."""
+def feedback_message(
+    style: PromptStyle,
+    history: list[tuple[str, int]],
+    turns_used: int,
+    n_candidates: int | None = None,
+) -> str:
+    """The user message after a played guess; ``history`` holds the played guesses so far, last one
+    included."""
     guess, pattern = history[-1]
     if style.name == "brackets":
-        text = (f"You submitted [{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{' '.join(_marks(guess, pattern))}"
-                f"\n\n{_left(style, turns_used)}")
+        text = (
+            f"You submitted "
+            f"[{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{' '.join(_marks(guess, pattern))}"
+            f"\n\n{_left(style, turns_used)}"
+        )
     elif style.name == "xml":
         text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
     elif style.tile_feedback:
@@ -198,10 +249,11 @@ def tile_line(guess: str, pattern: int) -> str:
 
 
 def known_line(history: list[tuple[str, int]], length: int = 5) -> str:
-    """What all the feedback in ``history`` proves, in tiles tokens: the word with its known letters in place
-    (``_`` where none is known, no spaces), then one ``L:Y`` per copy of a letter known to be in the word but not yet
-    placed, then one ``L:X`` per letter known to be absent. Derived by :class:`Knowledge`, tile by tile, so repeated
-    letters count right. It costs no new token in the embedded tokenizer, and the system prompt is the ``tiles`` one.
+    """What all the feedback in ``history`` proves, in tiles tokens: the word with its known letters
+    in place (``_`` where none is known, no spaces), then one ``L:Y`` per copy of a letter known to
+    be in the word but not yet placed, then one ``L:X`` per letter known to be absent. Derived by
+    :class:`Knowledge`, tile by tile, so repeated letters count right. It costs no new token in the
+    embedded tokenizer, and the system prompt is the ``tiles`` one.
 
     >>> from wordle_rl.game import score
     >>> known_line([("fetid", score("fetid", "deity"))])
@@ -210,9 +262,15 @@ def known_line(history: list[tuple[str, int]], length: int = 5) -> str:
     'S:G_E:GE:G_ P:Y I:X R:X T:X'
     """
     k = Knowledge.from_history(history, length)
-    placed = ["_" if i not in k.fixed else f"{k.fixed[i].upper()}:{_TILE[GREEN]}" for i in range(length)]
+    placed = [
+        "_" if i not in k.fixed else f"{k.fixed[i].upper()}:{_TILE[GREEN]}" for i in range(length)
+    ]
     in_place = list(k.fixed.values())
-    elsewhere = [f"{c.upper()}:{_TILE[YELLOW]}" for c in k.present for _ in range(k.min_count[c] - in_place.count(c))]
+    elsewhere = [
+        f"{c.upper()}:{_TILE[YELLOW]}"
+        for c in k.present
+        for _ in range(k.min_count[c] - in_place.count(c))
+    ]
     absent = [f"{c.upper()}:{_TILE[GREY]}" for c in k.absent]
     return " ".join(["".join(placed)] + elsewhere + absent)
 
@@ -224,21 +282,26 @@ def _marks(guess: str, pattern: int) -> list[str]:
 
 def _plain_summary(style: PromptStyle, history, turns_used: int) -> str:
     guess, pattern = history[-1]
-    lines = [f"Your guess {guess.upper()} got {' '.join(_marks(guess, pattern))}.",
-             "Guesses so far: " + ", ".join(g.upper() for g, _ in history) + "."]
+    lines = [
+        f"Your guess {guess.upper()} got {' '.join(_marks(guess, pattern))}.",
+        "Guesses so far: " + ", ".join(g.upper() for g, _ in history) + ".",
+    ]
     lines += Knowledge.from_history(history, style.length).describe()
     lines.append(_left(style, turns_used))
     return "\n".join(lines)
 
 
-def invalid_message(style: PromptStyle, message: str, turns_used: int, turn_lost: bool = True) -> str:
+def invalid_message(
+    style: PromptStyle, message: str, turns_used: int, turn_lost: bool = True
+) -> str:
     """The user message after a refused move."""
     cost = "" if turn_lost else " This time it costs no guess; try again."
     return f"Invalid move: {message}.{cost}\n{_left(style, turns_used)}"
 
 
 def pattern_message(style: PromptStyle, pattern: str) -> str:
-    """The user message of a word-pattern exercise: a word with the letters of ``pattern`` in place (``_``: any).
+    """The user message of a word-pattern exercise: a word with the letters of ``pattern`` in place
+    (``_``: any).
 
     >>> pattern_message(PromptStyle("tiles"), "sh_e_")
     'S:G H:G _ E:G _'
@@ -251,14 +314,18 @@ def pattern_message(style: PromptStyle, pattern: str) -> str:
 
 
 def render_exercise(style: PromptStyle, pattern: str, word: str) -> list[dict[str, str]]:
-    """A word-pattern exercise as chat messages: system, the pattern, and ``word`` answered as a guess."""
-    return [{"role": "system", "content": system_prompt(style)},
-            {"role": "user", "content": pattern_message(style, pattern)},
-            {"role": "assistant", "content": format_answer(style, word)}]
+    """A word-pattern exercise as chat messages: system, the pattern, and ``word`` answered as a
+    guess."""
+    return [
+        {"role": "system", "content": system_prompt(style)},
+        {"role": "user", "content": pattern_message(style, pattern)},
+        {"role": "assistant", "content": format_answer(style, word)},
+    ]
 
 
 def format_answer(style: PromptStyle, guess: str, think: str | None = None) -> str:
-    """The assistant text that plays ``guess`` in this style (``think`` is the rationale, xml style only)."""
+    """The assistant text that plays ``guess`` in this style (``think`` is the rationale, xml style
+    only)."""
     if style.answer_format == "brackets":
         return f"[{guess}]"
     if style.uses_think:
@@ -266,16 +333,23 @@ def format_answer(style: PromptStyle, guess: str, think: str | None = None) -> s
     return f"<guess>{guess}</guess>"
 
 
-def render_conversation(style: PromptStyle, history: list[Turn], thinks: list[str | None] | None = None,
-                        n_candidates: list[int | None] | None = None) -> list[dict[str, str]]:
+def render_conversation(
+    style: PromptStyle,
+    history: list[Turn],
+    thinks: list[str | None] | None = None,
+    n_candidates: list[int | None] | None = None,
+) -> list[dict[str, str]]:
     """Full chat for a game so far: system, first user turn, then (assistant, user) per turn.
 
-    ``history`` entries are ``(guess, pattern)`` for played guesses, or ``(raw_text, None, error_message)``
-    for refused moves that cost a turn. ``n_candidates[i]`` feeds the hint after turn ``i`` (index 0: start).
+    ``history`` entries are ``(guess, pattern)`` for played guesses, or ``(raw_text, None,
+    error_message)`` for refused moves that cost a turn. ``n_candidates[i]`` feeds the hint after
+    turn ``i`` (index 0: start).
     """
     counts = n_candidates or []
-    msgs = [{"role": "system", "content": system_prompt(style)},
-            {"role": "user", "content": first_user_message(style, counts[0] if counts else None)}]
+    msgs = [
+        {"role": "system", "content": system_prompt(style)},
+        {"role": "user", "content": first_user_message(style, counts[0] if counts else None)},
+    ]
     played: list[tuple[str, int]] = []
     for i, turn in enumerate(history):
         hint = counts[i + 1] if i + 1 < len(counts) else None
@@ -301,8 +375,9 @@ _FEEDBACK_RE = {  # the first that matches wins: tiles-known before tiles
 
 
 def detect_style(conversations) -> tuple[str, bool] | None:
-    """``(style name, think)`` of rendered conversations (lists of chat messages), from the first feedback message
-    after a played guess; ``None`` when none has one (e.g. only first-turn prompts).
+    """``(style name, think)`` of rendered conversations (lists of chat messages), from the first
+    feedback message after a played guess; ``None`` when none has one (e.g. only first-turn
+    prompts).
 
     >>> from wordle_rl.game import score
     >>> st = PromptStyle("xml", think=False)

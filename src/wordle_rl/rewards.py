@@ -1,30 +1,23 @@
-"""Reward functions: small, pure, bounded, batched in TRL's ``(completions, **kwargs) -> list[float]`` form.
+"""Reward components, their weights and the strict game return; the batched TRL reward functions
+built on them are in :mod:`wordle_rl.reward_funcs`.
 
-Each component scores one turn: a completion played in a state (``answer`` and the ``history`` of earlier
-``(guess, pattern)`` turns). In multi-turn GRPO the rollout passes per-game values as ``episode_<name>``
-keyword arguments and each function returns those instead, so TRL logs every component separately.
+Each component is small, pure and bounded, and scores one turn: a completion played in a state
+(``answer`` and the ``history`` of earlier ``(guess, pattern)`` turns).
 
 | component | range | what it pays |
 |---|---|---|
-| ``win`` | 0 or 1..1.5 | 1 for guessing the answer, plus an early-finish bonus that shrinks with turns used |
-| ``format`` | 0..1 | strict shape: one think block (if the style thinks), the answer, nothing after |
+| ``win`` | 0 or 1..1.5 | 1 for the answer, plus an early-finish bonus shrinking with turns |
+| ``format`` | 0..1 | strict shape: one think block (if the style thinks), the answer |
 | ``valid`` | 0..1 | a legal move: an allowed, new word (and hard-mode legal) |
 | ``partial`` | 0..1 | (2 x greens + yellows) / (2 x length) of the guess |
 | ``repetition`` | -1..0 | -1 for repeating an earlier guess |
-| ``consistency`` | 0..1 | share of earlier feedback tiles the guess reproduces when re-scored |
-| ``info_gain`` | 0..1 | expected bits of the guess over the remaining candidates / best guess's bits |
+| ``consistency`` | 0..1 | share of earlier feedback tiles the guess reproduces |
+| ``info_gain`` | 0..1 | expected bits over the remaining candidates / the best guess's |
 | ``invalid`` | -1..0 | -1 for any refused move |
 
-    >>> win_reward(["<think>x</think><guess>crane</guess>"], answer=["crane"], history=[[]])
-    [1.5]
-    >>> format_reward(["<think>x</think><guess>crane</guess> ok?"], answer=["crane"])
-    [0.0]
-    >>> partial_credit_reward(["<think></think><guess>trace</guess>"], answer=["crane"])
-    [0.7]
-
 Weights combine components; :class:`RewardWeights` refuses any set under which a lost game could
-out-score a won one, or a refused move out-score a legal one. :class:`RewardCurriculum` moves weights
-from format-heavy to strategy-heavy by step or by measured format compliance.
+out-score a won one, or a refused move out-score a legal one. :func:`game_return` orders whole
+games strictly: every win above every loss, a shorter win above a longer one.
 """
 
 from __future__ import annotations
@@ -35,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from wordle_rl.entropy import entropies
 from wordle_rl.game import (
     GREEN,
     YELLOW,
@@ -47,24 +41,55 @@ from wordle_rl.game import (
 )
 from wordle_rl.parser import ParseResult, parse
 from wordle_rl.prompts import PromptStyle
-from wordle_rl.solvers import entropies
 from wordle_rl.words import WordList, load_word_lists
 
-__all__ = ["COMPONENTS", "RANGES", "RewardWeights", "PRESETS", "RewardCurriculum", "RewardContext",
-           "turn_components", "combine", "episode_components", "game_return", "make_reward_funcs", "as_history",
-           "win_reward", "format_reward", "valid_word_reward", "partial_credit_reward", "repetition_reward",
-           "consistency_reward", "info_gain_reward", "invalid_move_reward", "REWARD_FUNCS"]
+__all__ = [
+    "COMPONENTS",
+    "RANGES",
+    "RewardWeights",
+    "PRESETS",
+    "RewardContext",
+    "turn_components",
+    "combine",
+    "episode_components",
+    "game_return",
+    "as_history",
+    "completion_text",
+    "default_context",
+]
 
-COMPONENTS = ("win", "format", "valid", "partial", "repetition", "consistency", "info_gain", "invalid")
-RANGES = {"win": (0.0, 1.5), "format": (0.0, 1.0), "valid": (0.0, 1.0), "partial": (0.0, 1.0),
-          "repetition": (-1.0, 0.0), "consistency": (0.0, 1.0), "info_gain": (0.0, 1.0), "invalid": (-1.0, 0.0)}
+COMPONENTS = (
+    "win",
+    "format",
+    "valid",
+    "partial",
+    "repetition",
+    "consistency",
+    "info_gain",
+    "invalid",
+)
+RANGES = {
+    "win": (0.0, 1.5),
+    "format": (0.0, 1.0),
+    "valid": (0.0, 1.0),
+    "partial": (0.0, 1.0),
+    "repetition": (-1.0, 0.0),
+    "consistency": (0.0, 1.0),
+    "info_gain": (0.0, 1.0),
+    "invalid": (-1.0, 0.0),
+}
 EARLY_BONUS = 0.5
 
 
 class RewardContext:
     """Word lists, pattern matrix and a memo of the best guess's bits per candidate set."""
 
-    def __init__(self, words: WordList | None = None, matrix: np.ndarray | None = None, memo_size: int = 200_000):
+    def __init__(
+        self,
+        words: WordList | None = None,
+        matrix: np.ndarray | None = None,
+        memo_size: int = 200_000,
+    ):
         self.words = words or load_word_lists()
         self.matrix = matrix if matrix is not None else pattern_matrix(self.words)
         self.by_answer = np.ascontiguousarray(self.matrix.T)
@@ -78,14 +103,24 @@ class RewardContext:
         return candidate_indices(self.words, history, self.matrix)
 
     def warm_up(self) -> RewardContext:
-        """Compile the entropy kernels and memoise the opening state, so first requests are not slow."""
+        """Compile the entropy kernels and memoise the opening state, so first requests are not
+        slow."""
         self.best_bits(self.all_candidates)
         self.best_bits(self.all_candidates[:3])
         return self
 
-    def turn(self, text: str, answer: str, history: list[tuple[str, int]], style: PromptStyle, hard: bool,
-             max_turns: int, info: bool = True) -> dict[str, float]:
-        """Parse and score one completion; memoised so the batched functions of one batch share the work."""
+    def turn(
+        self,
+        text: str,
+        answer: str,
+        history: list[tuple[str, int]],
+        style: PromptStyle,
+        hard: bool,
+        max_turns: int,
+        info: bool = True,
+    ) -> dict[str, float]:
+        """Parse and score one completion; memoised so the batched functions of one batch share the
+        work."""
         key = (text, answer, tuple(history), style, hard, max_turns)
         hit = self._turns.get((key, True)) or (None if info else self._turns.get((key, False)))
         if hit is not None:
@@ -120,7 +155,9 @@ class RewardContext:
         if hit is not None:
             return hit
         top = math.log2(s)
-        own = entropies(self.matrix, self.by_answer, cands, self.words.answer_to_allowed[cands], self.n_patterns)
+        own = entropies(
+            self.matrix, self.by_answer, cands, self.words.answer_to_allowed[cands], self.n_patterns
+        )
         best = float(own.max())
         if best < top - 1e-9:
             best = float(entropies(self.matrix, self.by_answer, cands, None, self.n_patterns).max())
@@ -131,13 +168,14 @@ class RewardContext:
 
 
 @lru_cache(maxsize=1)
-def _default_context() -> RewardContext:
+def default_context() -> RewardContext:
     """The context of the canonical lists, built on first use (not at import)."""
     return RewardContext()
 
 
 def as_history(history) -> list[tuple[str, int]]:
-    """Normalise a history column: ``[[guess, pattern], ...]`` with int or ``GYX..`` patterns, or dicts."""
+    """Normalise a history column: ``[[guess, pattern], ...]`` with int or ``GYX..`` patterns, or
+    dicts."""
     out = []
     for item in history or []:
         if isinstance(item, dict):
@@ -148,7 +186,7 @@ def as_history(history) -> list[tuple[str, int]]:
     return out
 
 
-def _text(completion) -> str:
+def completion_text(completion) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
@@ -159,9 +197,17 @@ def _text(completion) -> str:
 
 
 # --------------------------------------------------------------------------- one turn
-def turn_components(pr: ParseResult, answer: str, history: list[tuple[str, int]], ctx: RewardContext,
-                    max_turns: int = 6, cands: np.ndarray | None = None, info: bool = True) -> dict[str, float]:
-    """Every component for one parsed move in the state ``history`` (``cands``: candidates before it).
+def turn_components(
+    pr: ParseResult,
+    answer: str,
+    history: list[tuple[str, int]],
+    ctx: RewardContext,
+    max_turns: int = 6,
+    cands: np.ndarray | None = None,
+    info: bool = True,
+) -> dict[str, float]:
+    """Every component for one parsed move in the state ``history`` (``cands``: candidates before
+    it).
 
     ``info=False`` skips the information-gain component (left at 0), the only costly one."""
     ok = pr.ok
@@ -176,7 +222,9 @@ def turn_components(pr: ParseResult, answer: str, history: list[tuple[str, int]]
     out["valid"] = 1.0
     turn = len(history) + 1
     if guess == answer:
-        out["win"] = 1.0 + (EARLY_BONUS * (max_turns - turn) / (max_turns - 1) if max_turns > 1 else 0.0)
+        out["win"] = 1.0 + (
+            EARLY_BONUS * (max_turns - turn) / (max_turns - 1) if max_turns > 1 else 0.0
+        )
     tiles = pattern_to_tiles(ctx.score(guess, answer), length)
     out["partial"] = (2 * tiles.count(GREEN) + tiles.count(YELLOW)) / (2 * length)
     if history:
@@ -203,7 +251,8 @@ def turn_components(pr: ParseResult, answer: str, history: list[tuple[str, int]]
 # --------------------------------------------------------------------------- weights
 @dataclass(frozen=True)
 class RewardWeights:
-    """Weights per component. Validated so that shaping can never beat winning, nor a refused move a legal one."""
+    """Weights per component. Validated so that shaping can never beat winning, nor a refused move a
+    legal one."""
 
     win: float = 1.0
     format: float = 0.1
@@ -218,16 +267,24 @@ class RewardWeights:
         for f in fields(self):
             v = getattr(self, f.name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"reward weight {f.name!r} must be a finite number >= 0, got {v!r}")
-        span = sum(getattr(self, c) * (RANGES[c][1] - RANGES[c][0]) for c in COMPONENTS if c != "win")
+                raise ValueError(
+                    f"reward weight {f.name!r} must be a finite number >= 0, got {v!r}"
+                )
+        span = sum(
+            getattr(self, c) * (RANGES[c][1] - RANGES[c][0]) for c in COMPONENTS if c != "win"
+        )
         if self.win <= 0 and span > 0:
             raise ValueError("reward weight 'win' must be > 0")
         if span > 0 and span >= self.win:  # a win pays at least 1.0 x win
-            raise ValueError(f"shaping weights span {span:.3f} >= win weight {self.win}: a lost game could "
-                             "out-score a won one; lower the shaping weights or raise 'win'")
+            raise ValueError(
+                f"shaping weights span {span:.3f} >= win weight {self.win}: a lost game could "
+                "out-score a won one; lower the shaping weights or raise 'win'"
+            )
         if self.format > 0 and self.valid + self.invalid <= self.format:
-            raise ValueError("valid + invalid weights must exceed the format weight, or a well-formed refused "
-                             "move could out-score a legal one")
+            raise ValueError(
+                "valid + invalid weights must exceed the format weight, or a well-formed refused "
+                "move could out-score a legal one"
+            )
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -242,21 +299,41 @@ class RewardWeights:
             return value
         if isinstance(value, str):
             if value not in PRESETS:
-                raise ValueError(f"unknown reward preset {value!r}; choose one of {sorted(PRESETS)}")
+                raise ValueError(
+                    f"unknown reward preset {value!r}; choose one of {sorted(PRESETS)}"
+                )
             return PRESETS[value]
         unknown = set(value) - set(COMPONENTS)
         if unknown:
-            raise ValueError(f"unknown reward component(s) {sorted(unknown)}; known: {list(COMPONENTS)}")
+            raise ValueError(
+                f"unknown reward component(s) {sorted(unknown)}; known: {list(COMPONENTS)}"
+            )
         return cls(**value)
 
 
 PRESETS = {
     "default": RewardWeights(),
-    "format": RewardWeights(format=0.3, valid=0.2, invalid=0.2, partial=0.05, repetition=0.1,
-                            consistency=0.05, info_gain=0.05),
-    "strategy": RewardWeights(format=0.05, valid=0.05, invalid=0.1, partial=0.05, repetition=0.1,
-                              consistency=0.25, info_gain=0.3),
-    "win_only": RewardWeights(format=0, valid=0, partial=0, repetition=0, consistency=0, info_gain=0, invalid=0),
+    "format": RewardWeights(
+        format=0.3,
+        valid=0.2,
+        invalid=0.2,
+        partial=0.05,
+        repetition=0.1,
+        consistency=0.05,
+        info_gain=0.05,
+    ),
+    "strategy": RewardWeights(
+        format=0.05,
+        valid=0.05,
+        invalid=0.1,
+        partial=0.05,
+        repetition=0.1,
+        consistency=0.25,
+        info_gain=0.3,
+    ),
+    "win_only": RewardWeights(
+        format=0, valid=0, partial=0, repetition=0, consistency=0, info_gain=0, invalid=0
+    ),
 }
 
 
@@ -266,7 +343,8 @@ def combine(components: dict[str, float], weights: RewardWeights) -> float:
 
 
 def episode_components(turns: list[dict[str, float]]) -> dict[str, float]:
-    """Per-game components: ``win`` from the final turn, every other component averaged over turns."""
+    """Per-game components: ``win`` from the final turn, every other component averaged over
+    turns."""
     if not turns:
         return dict.fromkeys(COMPONENTS, 0.0)
     out = {c: sum(t[c] for t in turns) / len(turns) for c in COMPONENTS}
@@ -274,95 +352,24 @@ def episode_components(turns: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def game_return(won: bool, turns: int, max_turns: int = 6, legal_share: float = 1.0, shaping: float = 0.0) -> float:
-    """One number per game that orders outcomes strictly: a win in ``turns`` turns (refused moves count, as they
-    cost a turn in the game) scores ``max_turns + 1 - turns``, a loss 0, plus ``shaping`` (below 1) times the
-    share of legal moves, which can never reorder them: every win beats every loss, and a win in k turns beats
-    every win in k + 1.
+def game_return(
+    won: bool, turns: int, max_turns: int = 6, legal_share: float = 1.0, shaping: float = 0.0
+) -> float:
+    """One number per game that orders outcomes strictly: a win in ``turns`` turns (refused moves
+    count, as they cost a turn in the game) scores ``max_turns + 1 - turns``, a loss 0, plus
+    ``shaping`` (below 1) times the share of legal moves, which can never reorder them: every win
+    beats every loss, and a win in k turns beats every win in k + 1.
 
     >>> [game_return(True, k) for k in (1, 3, 6)], game_return(False, 6)
     ([6.0, 4.0, 1.0], 0.0)
-    >>> game_return(True, 6, legal_share=0.0, shaping=0.5) > game_return(False, 6, legal_share=1.0, shaping=0.5)
+    >>> worst_win = game_return(True, 6, legal_share=0.0, shaping=0.5)
+    >>> worst_win > game_return(False, 6, legal_share=1.0, shaping=0.5)
     True
     """
     if not 0 <= shaping < 1 or not 0 <= legal_share <= 1:
-        raise ValueError(f"shaping must be in [0, 1) and legal_share in [0, 1], got {shaping} and {legal_share}")
+        raise ValueError(
+            f"shaping must be in [0, 1) and legal_share in [0, 1], got {shaping} and {legal_share}"
+        )
     if not 1 <= turns <= max_turns:
         raise ValueError(f"turns must be 1-{max_turns}, got {turns}")
     return float(max_turns + 1 - turns if won else 0) + shaping * legal_share
-
-
-@dataclass
-class RewardCurriculum:
-    """Weights that move from ``start`` to ``end``: by training step, or by measured format compliance.
-
-    >>> cur = RewardCurriculum("format", "strategy", mode="step", steps=100)
-    >>> cur.weights(step=0) == PRESETS["format"], cur.weights(step=100) == PRESETS["strategy"]
-    (True, True)
-    """
-
-    start: str | dict = "format"
-    end: str | dict = "strategy"
-    mode: str = "step"
-    steps: int = 1000
-    compliance_low: float = 0.5
-    compliance_high: float = 0.95
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("step", "compliance"):
-            raise ValueError(f"curriculum mode must be 'step' or 'compliance', got {self.mode!r}")
-        if self.steps <= 0 or not 0 <= self.compliance_low < self.compliance_high <= 1:
-            raise ValueError("curriculum needs steps > 0 and 0 <= compliance_low < compliance_high <= 1")
-        self._a = RewardWeights.from_any(self.start)
-        self._b = RewardWeights.from_any(self.end)
-
-    def progress(self, step: int = 0, compliance: float | None = None) -> float:
-        if self.mode == "step":
-            return min(1.0, max(0.0, step / self.steps))
-        c = 0.0 if compliance is None else compliance
-        return min(1.0, max(0.0, (c - self.compliance_low) / (self.compliance_high - self.compliance_low)))
-
-    def weights(self, step: int = 0, compliance: float | None = None) -> RewardWeights:
-        t = self.progress(step, compliance)
-        a, b = self._a.as_dict(), self._b.as_dict()
-        return RewardWeights(**{k: round((1 - t) * a[k] + t * b[k], 12) for k in a})
-
-
-# --------------------------------------------------------------------------- batched (TRL) functions
-def _batched(name: str, style: PromptStyle | str = "xml", hard: bool = False, max_turns: int = 6,
-             ctx: RewardContext | None = None):
-    st = PromptStyle(style) if isinstance(style, str) else style
-
-    def reward(completions, answer=None, history=None, **kwargs) -> list[float]:
-        ep = kwargs.get(f"episode_{name}")
-        if ep is not None:
-            return [float(x) for x in ep]
-        c = ctx or _default_context()
-        n = len(completions)
-        answers = [answer] * n if answer is None or isinstance(answer, str) else list(answer)
-        histories = [None] * n if history is None else list(history)
-        if len(answers) != n or len(histories) != n:
-            raise ValueError(f"{name}_reward: got {n} completions but {len(answers)} answers and "
-                             f"{len(histories)} histories; pass one per completion")
-        if name in ("win", "partial") and any(a is None for a in answers):
-            raise ValueError(f"{name}_reward needs the 'answer' column")
-        out = []
-        for comp, ans, hist in zip(completions, answers, histories):
-            comps = c.turn(_text(comp), ans or "", as_history(hist), st, hard, max_turns, info=name == "info_gain")
-            out.append(float(comps[name]))
-        return out
-
-    reward.__name__ = f"{name}_reward"
-    return reward
-
-
-def make_reward_funcs(style: PromptStyle | str = "xml", hard: bool = False, max_turns: int = 6,
-                      ctx: RewardContext | None = None, components=COMPONENTS) -> list:
-    """Named batched reward functions, one per component, bound to a style and rules (for ``GRPOTrainer``)."""
-    return [_batched(c, style, hard, max_turns, ctx) for c in components]
-
-
-win_reward, format_reward, valid_word_reward, partial_credit_reward, repetition_reward, consistency_reward, \
-    info_gain_reward, invalid_move_reward = make_reward_funcs()
-REWARD_FUNCS = [win_reward, format_reward, valid_word_reward, partial_credit_reward, repetition_reward,
-                consistency_reward, info_gain_reward, invalid_move_reward]

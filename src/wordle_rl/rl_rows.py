@@ -1,6 +1,7 @@
 """RL prompt rows: an answer and 0-4 earlier turns, rendered as the prompt GRPO starts from.
 
-    wordle-rl data rl --splits data/splits.json --rows 4000 --depth-mix 0:0.4,1:0.3,2:0.2,3:0.1 --out data/rl
+wordle-rl data rl --splits data/splits.json --rows 4000 --depth-mix 0:0.4,1:0.3,2:0.2,3:0.1 --out
+data/rl
 """
 
 from __future__ import annotations
@@ -30,17 +31,35 @@ class RlConfig:
 
     rows: int = field(default=4000, metadata={"help": "Number of rows."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    split: str = field(default="train", metadata={
-        "help": "Which split's answers are targets: train, or rl (train answers held back from the SFT games)."})
-    depth_mix: dict[int, float] = field(default_factory=lambda: {0: 0.4, 1: 0.3, 2: 0.2, 3: 0.1}, metadata={
-        "help": "Probability of each history depth (earlier turns already played), 0-4."})
-    random_move_share: float = field(default=0.0, metadata={
-        "help": "Share of history moves that are random candidates instead of solver moves (mixed histories)."})
-    wide_share: float = field(default=0.0, metadata={
-        "help": "Share of rows whose target is an allowed word outside the answer list (never a val or test "
-                "answer; histories from the candidate solver over every allowed word): games on words the model "
-                "was never taught as answers, like the held-out ones."})
-    style: str = field(default=DEFAULT_STYLE, metadata={"help": "Prompt style for the rendered prompt."})
+    split: str = field(
+        default="train",
+        metadata={
+            "help": "Which split's answers are targets: train, or rl (train answers held back from "
+            "the SFT games)."
+        },
+    )
+    depth_mix: dict[int, float] = field(
+        default_factory=lambda: {0: 0.4, 1: 0.3, 2: 0.2, 3: 0.1},
+        metadata={"help": "Probability of each history depth (earlier turns already played), 0-4."},
+    )
+    random_move_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of history moves that are random candidates instead of solver moves "
+            "(mixed histories)."
+        },
+    )
+    wide_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of rows whose target is an allowed word outside the answer list (never "
+            "a val or test answer; histories from the candidate solver over every allowed word): "
+            "games on words the model was never taught as answers, like the held-out ones."
+        },
+    )
+    style: str = field(
+        default=DEFAULT_STYLE, metadata={"help": "Prompt style for the rendered prompt."}
+    )
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
 
@@ -59,15 +78,19 @@ def parse_depth_mix(text: str) -> dict[int, float]:
     return check_depth_mix(parse_pairs(text, "depth", int, "0:0.5,1:0.5"))
 
 
-def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList | None = None) -> list[dict]:
-    """RL prompt rows: an answer of the chosen split (or, ``wide_share``, an allowed word outside the answer list)
-    and 0-4 earlier turns (never already solved)."""
+def generate_rl(
+    splits: Splits, config: RlConfig | None = None, words: WordList | None = None
+) -> list[dict]:
+    """RL prompt rows: an answer of the chosen split (or, ``wide_share``, an allowed word outside
+    the answer list) and 0-4 earlier turns (never already solved)."""
     cfg = config or RlConfig()
     words = words or load_word_lists()
     answers = splits.answers(cfg.split)
     if not answers:
-        raise DataError(f"split {cfg.split!r} is empty" + (" (make one with `wordle-rl data split --rl-share`)"
-                                                           if cfg.split == "rl" else ""))
+        raise DataError(
+            f"split {cfg.split!r} is empty"
+            + (" (make one with `wordle-rl data split --rl-share`)" if cfg.split == "rl" else "")
+        )
     mix = check_depth_mix(cfg.depth_mix)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     entropy = EntropySolver(words)
@@ -94,6 +117,13 @@ def generate_rl(splits: Splits, config: RlConfig | None = None, words: WordList 
                 break  # a history never contains the win
             history.append((guess, score(guess, answer)))
         prompt = render_conversation(style, history)
-        rows.append({"answer": answer, "split": "outside" if is_wide else cfg.split, "depth": len(history),
-                     "history": [[g, pattern_to_str(p, words.length)] for g, p in history], "prompt": prompt})
+        rows.append(
+            {
+                "answer": answer,
+                "split": "outside" if is_wide else cfg.split,
+                "depth": len(history),
+                "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
+                "prompt": prompt,
+            }
+        )
     return rows

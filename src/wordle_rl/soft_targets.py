@@ -1,10 +1,11 @@
-"""SFT batches with soft letter targets: loading conversations, the assistant-only labels, the soft targets.
+"""SFT batches with soft letter targets: loading conversations, the assistant-only labels, the soft
+targets.
 
-With ``soft_target_weight`` > 0 every guess letter gets a soft target besides the solver's one pick: the
-distribution of that letter over all answer words of the public list that fit the feedback so far and share the
-guess's prefix (:class:`SoftTargets`). It teaches the whole set of words that fit, including val/test words, which
-are never a game's target. :class:`SftBatches` draws seeded batches of the same tensors for a loss mixed into
-another trainer (GRPO's ``sft_coef``).
+With ``soft_target_weight`` > 0 every guess letter gets a soft target besides the solver's one pick:
+the distribution of that letter over all answer words of the public list that fit the feedback so
+far and share the guess's prefix (:class:`SoftTargets`). It teaches the whole set of words that fit,
+including val/test words, which are never a game's target. :class:`SftBatches` draws seeded batches
+of the same tensors for a loss mixed into another trainer (GRPO's ``sft_coef``).
 """
 
 from __future__ import annotations
@@ -18,18 +19,26 @@ import torch
 from wordle_rl.game import candidate_indices, pattern_matrix, str_to_pattern
 from wordle_rl.words import WordList, encode_words, load_word_lists, pattern_mask
 
-__all__ = ["load_sft_dataset", "trained_turns", "SoftTargets", "SoftTargetCollator", "soft_target_losses",
-           "SftBatches"]
+__all__ = [
+    "load_sft_dataset",
+    "trained_turns",
+    "SoftTargets",
+    "SoftTargetCollator",
+    "soft_target_losses",
+    "SftBatches",
+]
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | None = None):
-    """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``) or a JSONL.
+    """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``)
+    or a JSONL.
 
-    ``soft=True`` also keeps ``history`` (and ``lexicon``, of word-pattern exercises) and adds ``soft_turns``
-    (:func:`trained_turns`) for the soft targets. Given a ``splits`` file, the games' target answers are first
-    checked against it (:func:`wordle_rl.splits.check_leakage`: a val or test target is an error).
+    ``soft=True`` also keeps ``history`` (and ``lexicon``, of word-pattern exercises) and adds
+    ``soft_turns`` (:func:`trained_turns`) for the soft targets. Given a ``splits`` file, the games'
+    target answers are first checked against it (:func:`wordle_rl.splits.check_leakage`: a val or
+    test target is an error).
     """
     from datasets import Dataset, load_from_disk
 
@@ -45,38 +54,51 @@ def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | 
     elif jsonl.is_file():
         ds = Dataset.from_list([{k: r[k] for k in read if k in r} for r in read_jsonl(jsonl)])
     else:
-        raise DataError(f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)")
+        raise DataError(
+            f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)"
+        )
     if "messages" not in ds.column_names:
         raise DataError(f"{p}: rows have no 'messages' column")
     if splits is not None and "answer" in ds.column_names:  # word-pattern exercises have no answer
-        check_leakage([{"answer": a} for a in ds["answer"] if a is not None], Splits.load(splits), str(p),
-                      allow_outside=True)
+        check_leakage(
+            [{"answer": a} for a in ds["answer"] if a is not None],
+            Splits.load(splits),
+            str(p),
+            allow_outside=True,
+        )
     if soft:
         if "history" not in ds.column_names:
-            raise DataError(f"{p}: soft targets need solver games with a 'history' column "
-                            "(from `wordle-rl data sft`); these rows have none")
+            raise DataError(
+                f"{p}: soft targets need solver games with a 'history' column "
+                "(from `wordle-rl data sft`); these rows have none"
+            )
         ds = ds.select_columns([c for c in keep if c in ds.column_names])
         drop = ["refused_at"] if "refused_at" in ds.column_names else []
         ds = ds.map(lambda row: {"soft_turns": trained_turns(row)}, remove_columns=drop)
     else:
         ds = ds.select_columns(["messages"])
     # a game won by its (exploratory, untrained) first move teaches nothing: drop it
-    ds = ds.filter(lambda row: any(m["role"] == "assistant" and m.get("train") is not False
-                                   for m in row["messages"]))
+    ds = ds.filter(
+        lambda row: any(
+            m["role"] == "assistant" and m.get("train") is not False for m in row["messages"]
+        )
+    )
     if len(ds) == 0:
         raise DataError(f"{p}: no conversation has an assistant turn to learn from")
     return ds
 
 
 def trained_turns(row: dict) -> list[int]:
-    """For each imitated assistant message of a solver game, the index of its guess in ``row["history"]``.
+    """For each imitated assistant message of a solver game, the index of its guess in
+    ``row["history"]``.
 
-    The history holds the moves played; a refused move (``refused_at``, an index among the assistant messages)
-    is shown but not played, and moves marked ``"train": false`` are played but not imitated.
+    The history holds the moves played; a refused move (``refused_at``, an index among the assistant
+    messages) is shown but not played, and moves marked ``"train": false`` are played but not
+    imitated.
 
-    >>> msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant", "train": False}, {"role": "user"},
-    ...         {"role": "assistant"}, {"role": "user"}, {"role": "assistant", "train": False}, {"role": "user"},
-    ...         {"role": "assistant"}]
+    >>> msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant", "train": False},
+    ...         {"role": "user"}, {"role": "assistant"}, {"role": "user"},
+    ...         {"role": "assistant", "train": False}, {"role": "user"}, {"role": "assistant"}]
     >>> trained_turns({"messages": msgs, "refused_at": 2})
     [1, 2]
     """
@@ -99,7 +121,8 @@ class SoftTargets:
     >>> dists = st.letter_distributions([("crane", "GGGGX")], "cranf")  # only CRANK fits
     >>> [(j, LETTERS[int(d.argmax())], float(d.max())) for j, d in dists]
     [(0, 'c', 1.0), (1, 'r', 1.0), (2, 'a', 1.0), (3, 'n', 1.0), (4, 'k', 1.0)]
-    >>> len(st.letter_distributions([], "zzzzz"))  # no answer starts with ZZ: nothing to say about letters 3-5
+    >>> # no answer starts with ZZ: nothing to say about letters 3-5
+    >>> len(st.letter_distributions([], "zzzzz"))
     2
     """
 
@@ -121,8 +144,8 @@ class SoftTargets:
         return candidate_indices(self.words, hist, self.matrix)
 
     def word_distribution(self, history) -> np.ndarray:
-        """``p[i]``: ``1/n`` for each of the ``n`` answer words that fit ``history``, else 0 (for a tokenizer with a
-        token per answer word, where a guess is one token)."""
+        """``p[i]``: ``1/n`` for each of the ``n`` answer words that fit ``history``, else 0 (for a
+        tokenizer with a token per answer word, where a guess is one token)."""
         return self._cached_words(self._key(history))
 
     def _word_distribution(self, history: tuple) -> np.ndarray:
@@ -132,18 +155,20 @@ class SoftTargets:
         return out
 
     def letter_distributions(self, history, guess: str) -> list[tuple[int, np.ndarray]]:
-        """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers with ``guess[:j]``
-        as prefix whose letter ``j`` is ``l``; stops at the first prefix no fitting answer has."""
+        """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers
+        with ``guess[:j]`` as prefix whose letter ``j`` is ``l``; stops at the first prefix no
+        fitting answer has."""
         return self._cached(self._key(history), guess)
 
     def _distributions(self, history: tuple, guess: str) -> list[tuple[int, np.ndarray]]:
         return self._prefix_distributions(self.codes[self._fits(history)], guess)
 
     def pattern_distributions(self, pattern: str, guess: str) -> list[tuple[int, np.ndarray]]:
-        """As :meth:`letter_distributions`, over the answer words with the letters of ``pattern`` in place (``_``: any
-        letter), for a word-pattern exercise.
+        """As :meth:`letter_distributions`, over the answer words with the letters of ``pattern`` in
+        place (``_``: any letter), for a word-pattern exercise.
 
-        >>> [(j, round(float(p.max()), 2)) for j, p in SoftTargets().pattern_distributions("_unty", "aunty")]
+        >>> dists = SoftTargets().pattern_distributions("_unty", "aunty")
+        >>> [(j, round(float(p.max()), 2)) for j, p in dists]
         [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)]
         """
         return self._prefix_distributions(self.codes[pattern_mask(self.codes, pattern)], guess)
@@ -161,13 +186,15 @@ class SoftTargets:
 
 
 class SoftTargetCollator:
-    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess token) and
-    ``soft_probs`` (its target over ``target_ids``) for the imitated guesses of each game.
+    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess
+    token) and ``soft_probs`` (its target over ``target_ids``) for the imitated guesses of each
+    game.
 
-    A tokenizer that spells a guess one letter per token gets each letter's distribution over the fitting answer
-    words with the guess's prefix (``target_ids``: the 26 letters); one with a token per answer word
-    (``init-model --word-tokens answers``) gets the distribution over the fitting answer words themselves
-    (``target_ids``: the answer-word tokens; a guess spelled in letters, i.e. not an answer word, gets none).
+    A tokenizer that spells a guess one letter per token gets each letter's distribution over the
+    fitting answer words with the guess's prefix (``target_ids``: the 26 letters); one with a token
+    per answer word (``init-model --word-tokens answers``) gets the distribution over the fitting
+    answer words themselves (``target_ids``: the answer-word tokens; a guess spelled in letters,
+    i.e. not an answer word, gets none).
     """
 
     def __init__(self, base, tokenizer, targets: SoftTargets | None = None):
@@ -176,19 +203,24 @@ class SoftTargetCollator:
         unk = tokenizer.unk_token_id
         word_ids = tokenizer.convert_tokens_to_ids(list(self.targets.words.answers))
         self.word_tokens = unk not in word_ids and all(
-            tokenizer(w, add_special_tokens=False)["input_ids"] == [i] for w, i in zip(self.targets.words.answers[:50],
-                                                                                     word_ids))
+            tokenizer(w, add_special_tokens=False)["input_ids"] == [i]
+            for w, i in zip(self.targets.words.answers[:50], word_ids)
+        )
         ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
         spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
         if not self.word_tokens and (unk in ids or spelled != _ids_of("crane", ids)):
-            raise ValueError("soft targets need a tokenizer that spells a guess one letter per token, or one with a "
-                             "token per answer word (the embedded default has either; a BPE tokenizer such as "
-                             "Qwen's has neither): set soft_target_weight=0")
+            raise ValueError(
+                "soft targets need a tokenizer that spells a guess one letter per token, or one "
+                "with a token per answer word (the embedded default has either; a BPE tokenizer "
+                "such as Qwen's has neither): set soft_target_weight=0"
+            )
         self.letter_ids = ids
         self.target_ids = word_ids if self.word_tokens else ids
         self._word_id = dict(zip(self.targets.words.answers, word_ids))
 
-    def _targets(self, history, k: int, guess: str, span: list[int]) -> list[tuple[int, np.ndarray]]:
+    def _targets(
+        self, history, k: int, guess: str, span: list[int]
+    ) -> list[tuple[int, np.ndarray]]:
         """``[(offset in span of the logit, target)]`` for the guess of turn ``k``."""
         if self.word_tokens:
             if guess not in self._word_id:
@@ -209,11 +241,16 @@ class SoftTargetCollator:
             return [] if at is None else [(at - 1, (fits / fits.sum()).astype(np.float32))]
         at = _find_last(span, _ids_of(word, self.letter_ids))
         if at is None:
-            raise ValueError(f"soft targets: exercise word {word!r} is not spelled in its assistant turn")
+            raise ValueError(
+                f"soft targets: exercise word {word!r} is not spelled in its assistant turn"
+            )
         return [(at + j - 1, p) for j, p in self.targets.pattern_distributions(pattern, word)]
 
     def __call__(self, examples: list[dict]) -> dict:
-        extras = [(ex.pop("history", None), ex.pop("soft_turns", None), ex.pop("lexicon", None)) for ex in examples]
+        extras = [
+            (ex.pop("history", None), ex.pop("soft_turns", None), ex.pop("lexicon", None))
+            for ex in examples
+        ]
         index, probs = [], []
         for b, (ex, (history, turns, lexicon)) in enumerate(zip(examples, extras)):
             if lexicon is not None:
@@ -226,16 +263,24 @@ class SoftTargetCollator:
                 continue
             spans = _label_spans(ex["labels"])
             if len(spans) != len(turns):
-                raise ValueError(f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in the "
-                                 "game's history (was the conversation truncated? raise max_length)")
+                raise ValueError(
+                    f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in "
+                    f"the "
+                    "game's history (was the conversation truncated? raise max_length)"
+                )
             for (start, end), k in zip(spans, turns):
-                for offset, p in self._targets(history, k, history[k][0], ex["input_ids"][start:end]):
-                    index.append((b, start + offset))  # the logit one position before a token predicts it
+                for offset, p in self._targets(
+                    history, k, history[k][0], ex["input_ids"][start:end]
+                ):
+                    index.append(
+                        (b, start + offset)
+                    )  # the logit one position before a token predicts it
                     probs.append(p)
         batch = self.base(examples)
         batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
-        batch["soft_probs"] = (torch.from_numpy(np.stack(probs)) if probs
-                               else torch.zeros(0, len(self.target_ids)))
+        batch["soft_probs"] = (
+            torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, len(self.target_ids))
+        )
         return batch
 
 
@@ -259,19 +304,21 @@ def _label_spans(labels: list[int]) -> list[tuple[int, int]]:
 
 def _find_last(seq: list[int], sub: list[int]) -> int | None:
     for i in range(len(seq) - len(sub), -1, -1):
-        if seq[i:i + len(sub)] == sub:
+        if seq[i : i + len(sub)] == sub:
             return i
     return None
 
 
 def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_items=None):
-    """``(hard, soft, token accuracy, model output)`` of a batch from :class:`SoftTargetCollator`: the mean
-    cross-entropy of the hard labels (over ``num_items`` tokens when given, else the batch's) and the mean
-    cross-entropy of the soft targets (``inputs`` loses its ``soft_index``/``soft_probs``; without them, or with
-    no ``target_ids``, the soft part is 0)."""
+    """``(hard, soft, token accuracy, model output)`` of a batch from :class:`SoftTargetCollator`:
+    the mean cross-entropy of the hard labels (over ``num_items`` tokens when given, else the
+    batch's) and the mean cross-entropy of the soft targets (``inputs`` loses its
+    ``soft_index``/``soft_probs``; without them, or with no ``target_ids``, the soft part is 0)."""
     soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
     labels = inputs["labels"][:, 1:]
-    out = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False)
+    out = model(
+        input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False
+    )
     logp = out.logits[:, :-1].float().log_softmax(-1)
     mask = labels != -100
     token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
@@ -288,24 +335,37 @@ def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_it
 
 
 class SftBatches:
-    """Random batches of SFT games for a loss mixed into another trainer (GRPO's ``sft_coef``, PPO-ptx style).
+    """Random batches of SFT games for a loss mixed into another trainer (GRPO's ``sft_coef``,
+    PPO-ptx style).
 
-    Each conversation is tokenized with the chat template's assistant mask (the loss is on the imitated assistant
-    turns, as in ``wordle-rl sft``) and collated with the soft targets (``soft=False``: hard labels only, for a
-    tokenizer without them). Batch ``k`` is drawn by ``numpy.random.default_rng([seed, k])`` (``[seed, k, rank]`` on
-    the other ranks of a multi-process run), so a resumed run draws the same batches as an unbroken one.
+    Each conversation is tokenized with the chat template's assistant mask (the loss is on the
+    imitated assistant turns, as in ``wordle-rl sft``) and collated with the soft targets
+    (``soft=False``: hard labels only, for a tokenizer without them). Batch ``k`` is drawn by
+    ``numpy.random.default_rng([seed, k])`` (``[seed, k, rank]`` on the other ranks of a
+    multi-process run), so a resumed run draws the same batches as an unbroken one.
     """
 
-    def __init__(self, path: str | Path, tokenizer, batch_size: int = 32, seed: int = 0, splits=None,
-                 soft: bool = True):
+    def __init__(
+        self,
+        path: str | Path,
+        tokenizer,
+        batch_size: int = 32,
+        seed: int = 0,
+        splits=None,
+        soft: bool = True,
+    ):
         from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
         self.dataset = load_sft_dataset(path, soft=soft, splits=splits)
         if batch_size < 1 or batch_size > len(self.dataset):
-            raise ValueError(f"SFT batch size {batch_size} must be between 1 and the {len(self.dataset)} games "
-                             f"of {path}")
+            raise ValueError(
+                f"SFT batch size {batch_size} must be between 1 and the {len(self.dataset)} games "
+                f"of {path}"
+            )
         self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
-        pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)  # as `wordle-rl sft` pads
+        pad = DataCollatorForLanguageModeling(
+            pad_token_id=tokenizer.pad_token_id
+        )  # as `wordle-rl sft` pads
         self.collate = SoftTargetCollator(pad, tokenizer) if soft else pad
 
     @property
@@ -313,14 +373,19 @@ class SftBatches:
         return getattr(self.collate, "target_ids", None)
 
     def indices(self, k: int, rank: int = 0) -> list[int]:
-        """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its own)."""
+        """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its
+        own)."""
         key = [self.seed, k] if rank == 0 else [self.seed, k, rank]
-        return sorted(int(i) for i in np.random.default_rng(key).choice(len(self.dataset), self.batch_size,
-                                                                          replace=False))
+        return sorted(
+            int(i)
+            for i in np.random.default_rng(key).choice(
+                len(self.dataset), self.batch_size, replace=False
+            )
+        )
 
     def batch(self, k: int, rank: int = 0) -> dict:
-        """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels, soft_index,
-        soft_probs)."""
+        """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels,
+        soft_index, soft_probs)."""
         return self.collate_games(self.indices(k, rank))
 
     def collate_games(self, indices: list[int]) -> dict:
@@ -328,13 +393,21 @@ class SftBatches:
         return self.collate([self._encode(self.dataset[i]) for i in indices])
 
     def _encode(self, row: dict) -> dict:
-        enc = self.tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
-                                                 return_assistant_tokens_mask=True)
+        enc = self.tokenizer.apply_chat_template(
+            row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
         ids, marks = list(enc["input_ids"]), enc["assistant_masks"]
         if not any(marks):
-            raise ValueError("the SFT loss needs a chat template that marks assistant turns with {% generation %} "
-                             "(as the embedded default's does); this tokenizer's marks none, so there is nothing "
-                             "to learn from: set sft_coef=0, or give the tokenizer such a template")
+            raise ValueError(
+                "the SFT loss needs a chat template that marks assistant turns with {% generation "
+                "%} (as the embedded default's does); this tokenizer's marks none, so there is "
+                "nothing to learn from: set sft_coef=0, or give the tokenizer such a template"
+            )
         labels = [t if m else -100 for t, m in zip(ids, marks)]
-        return {"input_ids": ids, "labels": labels, "history": row.get("history"),
-                "soft_turns": row.get("soft_turns"), "lexicon": row.get("lexicon")}
+        return {
+            "input_ids": ids,
+            "labels": labels,
+            "history": row.get("history"),
+            "soft_turns": row.get("soft_turns"),
+            "lexicon": row.get("lexicon"),
+        }

@@ -4,7 +4,8 @@ All solvers see only the history of (guess, pattern) and the public word lists; 
 found by re-scoring through the pattern matrix. Each is deterministic (``random`` given a seed).
 
 - ``random``: a uniformly random remaining candidate.
-- ``entropy``: greedy maximum expected information (bits) over all allowed guesses, ties to candidates.
+- ``entropy``: greedy maximum expected information (bits) over all allowed guesses, ties to
+  candidates.
 - ``search``: for the best few entropy guesses, a lookahead that minimises the expected number of
   guesses (the leaves are valued by playing the greedy entropy policy out exactly).
 
@@ -24,13 +25,29 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from numba import njit
 
-from wordle_rl.game import GREEN, cache_dir, candidate_indices, pattern_matrix, pattern_to_tiles, score
+from wordle_rl.entropy import entropies
+from wordle_rl.game import (
+    GREEN,
+    cache_dir,
+    candidate_indices,
+    pattern_matrix,
+    pattern_to_tiles,
+    score,
+)
 from wordle_rl.words import WordList, encode_words, load_word_lists
 
-__all__ = ["Policy", "RandomSolver", "EntropySolver", "SearchSolver", "CandidateSolver", "make_solver", "SOLVERS",
-           "play_game", "GameRecord", "entropies"]
+__all__ = [
+    "Policy",
+    "RandomSolver",
+    "EntropySolver",
+    "SearchSolver",
+    "CandidateSolver",
+    "make_solver",
+    "SOLVERS",
+    "play_game",
+    "GameRecord",
+]
 
 History = list[tuple[str, int]]
 
@@ -41,83 +58,19 @@ class Policy(Protocol):
     def guess(self, history: History, rng: random.Random | None = None) -> str: ...
 
 
-@njit(cache=True, nogil=True)
-def _nlogn_table(s: int) -> np.ndarray:
-    t = np.zeros(s + 1)
-    for n in range(1, s + 1):
-        t[n] = n * math.log2(n)
-    return t
-
-
-@njit(cache=True, nogil=True)
-def _entropy_cols(cols: np.ndarray, n_patterns: int) -> np.ndarray:  # pragma: no cover - compiled
-    """cols: (s candidates, g guesses) patterns -> bits per guess. Best for small s (contiguous rows)."""
-    s, g = cols.shape
-    out = np.empty(g)
-    counts = np.zeros(n_patterns, np.int32)
-    nlogn = _nlogn_table(s)
-    base = math.log2(s)
-    for k in range(g):
-        for i in range(s):
-            counts[cols[i, k]] += 1
-        acc = 0.0
-        for i in range(s):
-            p = cols[i, k]
-            if counts[p]:
-                acc += nlogn[counts[p]]
-                counts[p] = 0
-        out[k] = base - acc / s
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _entropy_rows(matrix: np.ndarray, cands: np.ndarray, guesses: np.ndarray,
-                  n_patterns: int) -> np.ndarray:  # pragma: no cover - compiled
-    """Same, reading each guess's row of the (guesses x answers) matrix; best for large candidate sets."""
-    s = cands.shape[0]
-    out = np.empty(guesses.shape[0])
-    counts = np.zeros(n_patterns, np.int32)
-    nlogn = _nlogn_table(s)
-    base = math.log2(s)
-    for k in range(guesses.shape[0]):
-        row = matrix[guesses[k]]
-        for c in cands:
-            counts[row[c]] += 1
-        acc = 0.0
-        for p in range(n_patterns):
-            if counts[p]:
-                acc += nlogn[counts[p]]
-                counts[p] = 0
-        out[k] = base - acc / s
-    return out
-
-
-def entropies(matrix: np.ndarray, by_answer: np.ndarray, cands: np.ndarray, guesses: np.ndarray | None = None,
-              n_patterns: int = 243) -> np.ndarray:
-    """Expected information (bits) of each guess (all allowed, or ``guesses``) over candidate set ``cands``.
-
-    ``matrix`` is the (allowed x answers) pattern matrix and ``by_answer`` its C-contiguous transpose.
-    A compiled histogram per guess: O(guesses x candidates).
-    """
-    cands = np.asarray(cands, dtype=np.int64)
-    s = len(cands)
-    n = matrix.shape[0] if guesses is None else len(guesses)
-    if s <= 1:
-        return np.zeros(n)
-    if s <= 64:
-        cols = by_answer[cands] if guesses is None else by_answer[np.ix_(cands, guesses)]
-        return _entropy_cols(np.ascontiguousarray(cols), n_patterns)
-    g = np.arange(matrix.shape[0], dtype=np.int64) if guesses is None else np.asarray(guesses, dtype=np.int64)
-    return _entropy_rows(matrix, np.sort(cands), g, n_patterns)
-
-
 class _Base:
-    """Shared state: word lists, matrix (and its transpose for fast candidate-row gathers), hard mode."""
+    """Shared state: word lists, matrix (and its transpose for fast candidate-row gathers), hard
+    mode."""
 
     name = "base"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
-                 by_answer: np.ndarray | None = None):
+    def __init__(
+        self,
+        words: WordList | None = None,
+        hard: bool = False,
+        matrix: np.ndarray | None = None,
+        by_answer: np.ndarray | None = None,
+    ):
         self.words = words or load_word_lists()
         self.hard = hard
         self.matrix = matrix if matrix is not None else pattern_matrix(self.words)
@@ -135,7 +88,8 @@ class _Base:
         return candidate_indices(self.words, history, self.matrix)
 
     def valid_guesses(self, history: History) -> np.ndarray | None:
-        """Indices of allowed guesses legal under hard mode for ``history`` (``None`` = all are legal)."""
+        """Indices of allowed guesses legal under hard mode for ``history`` (``None`` = all are
+        legal)."""
         if not self.hard or not history:
             return None
         ok = np.ones(len(self.words.allowed), dtype=bool)
@@ -164,8 +118,14 @@ class RandomSolver(_Base):
 
     name = "random"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
-                 by_answer: np.ndarray | None = None, seed: int = 0):
+    def __init__(
+        self,
+        words: WordList | None = None,
+        hard: bool = False,
+        matrix: np.ndarray | None = None,
+        by_answer: np.ndarray | None = None,
+        seed: int = 0,
+    ):
         super().__init__(words, hard, matrix, by_answer)
         self.rng = random.Random(seed)
 
@@ -176,19 +136,27 @@ class RandomSolver(_Base):
 
 
 class EntropySolver(_Base):
-    """Greedy maximum expected information over all allowed guesses; ties go to candidates, then to order."""
+    """Greedy maximum expected information over all allowed guesses; ties go to candidates, then to
+    order."""
 
     name = "entropy"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
-                 by_answer: np.ndarray | None = None):
+    def __init__(
+        self,
+        words: WordList | None = None,
+        hard: bool = False,
+        matrix: np.ndarray | None = None,
+        by_answer: np.ndarray | None = None,
+    ):
         super().__init__(words, hard, matrix, by_answer)
         self._memo: dict[bytes, int] = {}
 
     def scores(self, cands: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         return entropies(self.matrix, self.by_answer, cands, valid, self.n_patterns)
 
-    def best(self, cands: np.ndarray, valid: np.ndarray | None = None, history: History | None = None) -> int:
+    def best(
+        self, cands: np.ndarray, valid: np.ndarray | None = None, history: History | None = None
+    ) -> int:
         """Index (into allowed) of the greedy guess for candidate set ``cands``."""
         if len(cands) <= 2:
             return int(self.words.answer_to_allowed[cands[0]])
@@ -208,7 +176,9 @@ class EntropySolver(_Base):
         return best
 
     def opener(self) -> str:
-        return _cached_opener(self, lambda: self.words.allowed[self.best(np.arange(len(self.words.answers)))])
+        return _cached_opener(
+            self, lambda: self.words.allowed[self.best(np.arange(len(self.words.answers)))]
+        )
 
     def guess(self, history: History, rng: random.Random | None = None) -> str:
         if not history:
@@ -218,17 +188,27 @@ class EntropySolver(_Base):
 
 
 class SearchSolver(EntropySolver):
-    """Lookahead over the ``width`` best entropy guesses (plus the best candidates), minimising expected guesses.
+    """Lookahead over the ``width`` best entropy guesses (plus the best candidates), minimising
+    expected guesses.
 
-    ``value(S, d)`` is the expected number of guesses still needed when the answer is uniform over ``S``:
-    ``1 + sum_p |S_p|/|S| * value(S_p, d-1)`` for the best guess, with the win pattern costing nothing more;
-    at depth 0 the greedy entropy policy is played out exactly. ``depth=2`` is a 2-ply search.
+    ``value(S, d)`` is the expected number of guesses still needed when the answer is uniform over
+    ``S``: ``1 + sum_p |S_p|/|S| * value(S_p, d-1)`` for the best guess, with the win pattern
+    costing nothing more; at depth 0 the greedy entropy policy is played out exactly. ``depth=2`` is
+    a 2-ply search.
     """
 
     name = "search"
 
-    def __init__(self, words: WordList | None = None, hard: bool = False, matrix: np.ndarray | None = None,
-                 by_answer: np.ndarray | None = None, width: int = 8, depth: int = 2, opener_width: int = 24):
+    def __init__(
+        self,
+        words: WordList | None = None,
+        hard: bool = False,
+        matrix: np.ndarray | None = None,
+        by_answer: np.ndarray | None = None,
+        width: int = 8,
+        depth: int = 2,
+        opener_width: int = 24,
+    ):
         super().__init__(words, hard, matrix, by_answer)
         self.width, self.depth, self.opener_width = width, depth, opener_width
         self._greedy_val: dict[bytes, float] = {}
@@ -239,7 +219,9 @@ class SearchSolver(EntropySolver):
         order = np.argsort(pats, kind="stable")
         sp = pats[order]
         cuts = np.flatnonzero(np.diff(sp)) + 1
-        return [cands[idx] for idx, p in zip(np.split(order, cuts), sp[np.r_[0, cuts]]) if p != self.win]
+        return [
+            cands[idx] for idx, p in zip(np.split(order, cuts), sp[np.r_[0, cuts]]) if p != self.win
+        ]
 
     def _hist(self, history: History | None, g: int, part: np.ndarray) -> History | None:
         if not self.hard or history is None:
@@ -255,7 +237,10 @@ class SearchSolver(EntropySolver):
         if v is None:
             valid = self.valid_guesses(history) if self.hard else None
             g = self.best(cands, valid, history)
-            v = 1.0 + sum(len(p) / n * self.greedy_value(p, self._hist(history, g, p)) for p in self._parts(g, cands))
+            v = 1.0 + sum(
+                len(p) / n * self.greedy_value(p, self._hist(history, g, p))
+                for p in self._parts(g, cands)
+            )
             self._greedy_val[key] = v
         return v
 
@@ -270,8 +255,11 @@ class SearchSolver(EntropySolver):
         picks += [int(pool[i]) for i in cand_pos if int(pool[i]) not in picks]
         return picks
 
-    def value(self, cands: np.ndarray, depth: int, history: History | None = None) -> tuple[float, int]:
-        """(expected guesses, best guess index) for candidates ``cands`` with ``depth`` plies of search."""
+    def value(
+        self, cands: np.ndarray, depth: int, history: History | None = None
+    ) -> tuple[float, int]:
+        """(expected guesses, best guess index) for candidates ``cands`` with ``depth`` plies of
+        search."""
         n = len(cands)
         if n <= 2:
             return (1.0 if n == 1 else 1.5), int(self.words.answer_to_allowed[cands[0]])
@@ -284,7 +272,11 @@ class SearchSolver(EntropySolver):
             total = 1.0
             for p in self._parts(g, cands):
                 sub_hist = self._hist(history, g, p)
-                sub = self.value(p, depth - 1, sub_hist)[0] if depth > 1 else self.greedy_value(p, sub_hist)
+                sub = (
+                    self.value(p, depth - 1, sub_hist)[0]
+                    if depth > 1
+                    else self.greedy_value(p, sub_hist)
+                )
                 total += len(p) / n * sub
                 if total >= best[0]:
                     break
@@ -299,8 +291,10 @@ class SearchSolver(EntropySolver):
             hist: History | None = [] if self.hard else None
             best = (math.inf, -1)
             for g in self.shortlist(allc, hist, self.opener_width):
-                v = 1.0 + sum(len(p) / len(allc) * self.greedy_value(p, self._hist(hist, g, p))
-                              for p in self._parts(g, allc))
+                v = 1.0 + sum(
+                    len(p) / len(allc) * self.greedy_value(p, self._hist(hist, g, p))
+                    for p in self._parts(g, allc)
+                )
                 if v < best[0]:
                     best = (v, g)
             return self.words.allowed[best[1]]
@@ -311,14 +305,18 @@ class SearchSolver(EntropySolver):
         if not history:
             return self.opener()
         cands = self._check_history(history)
-        return self.words.allowed[self.value(cands, self.depth, list(history) if self.hard else None)[1]]
+        return self.words.allowed[
+            self.value(cands, self.depth, list(history) if self.hard else None)[1]
+        ]
 
 
 class CandidateSolver(EntropySolver):
-    """Greedy maximum expected information among the remaining candidates only: every guess could be the answer.
+    """Greedy maximum expected information among the remaining candidates only: every guess could be
+    the answer.
 
-    A teacher a small model can imitate: it never makes an information guess, so each move is a word that fits
-    all feedback so far (3.52 guesses on average from SALET against 3.43 for the unrestricted greedy solver).
+    A teacher a small model can imitate: it never makes an information guess, so each move is a word
+    that fits all feedback so far (3.52 guesses on average from SALET against 3.43 for the
+    unrestricted greedy solver).
     """
 
     name = "candidate"
@@ -330,12 +328,17 @@ class CandidateSolver(EntropySolver):
 
     def opener(self) -> str:
         allc = np.arange(len(self.words.answers))
-        return _cached_opener(self, lambda: self.words.allowed[self.best(allc, self.words.answer_to_allowed, [])])
+        return _cached_opener(
+            self, lambda: self.words.allowed[self.best(allc, self.words.answer_to_allowed, [])]
+        )
 
 
 def _cached_opener(solver: _Base, compute) -> str:
-    """Openers are computed once per (word lists, solver settings) and kept in a JSON file in the cache dir."""
-    settings = {k: getattr(solver, k) for k in ("width", "depth", "opener_width") if hasattr(solver, k)}
+    """Openers are computed once per (word lists, solver settings) and kept in a JSON file in the
+    cache dir."""
+    settings = {
+        k: getattr(solver, k) for k in ("width", "depth", "opener_width") if hasattr(solver, k)
+    }
     key = f"{solver.name}|hard={solver.hard}|{json.dumps(settings, sort_keys=True)}"
     memo = solver.__dict__.setdefault("_opener", {})
     if key in memo:
@@ -360,7 +363,12 @@ def _cached_opener(solver: _Base, compute) -> str:
     return word
 
 
-SOLVERS = {"random": RandomSolver, "entropy": EntropySolver, "search": SearchSolver, "candidate": CandidateSolver}
+SOLVERS = {
+    "random": RandomSolver,
+    "entropy": EntropySolver,
+    "search": SearchSolver,
+    "candidate": CandidateSolver,
+}
 
 
 def make_solver(name: str, words: WordList | None = None, hard: bool = False, seed: int = 0, **kw):
@@ -384,8 +392,13 @@ class GameRecord:
         return len(self.guesses)
 
 
-def play_game(policy, answer: str, max_turns: int = 6, rng: random.Random | None = None,
-              words: WordList | None = None) -> GameRecord:
+def play_game(
+    policy,
+    answer: str,
+    max_turns: int = 6,
+    rng: random.Random | None = None,
+    words: WordList | None = None,
+) -> GameRecord:
     """Let a solver policy play one game against ``answer``."""
     words = words or getattr(policy, "words", None) or load_word_lists()
     history: History = []
@@ -395,4 +408,6 @@ def play_game(policy, answer: str, max_turns: int = 6, rng: random.Random | None
         history.append((g, p))
         if g == answer:
             break
-    return GameRecord(answer, [g for g, _ in history], [p for _, p in history], history[-1][0] == answer)
+    return GameRecord(
+        answer, [g for g, _ in history], [p for _, p in history], history[-1][0] == answer
+    )

@@ -1,10 +1,12 @@
-"""The answers cut into train / rl / val / test, and the leakage check that keeps val and test out of training.
+"""The answers cut into train / rl / val / test, and the leakage check that keeps val and test out
+of training.
 
     wordle-rl data split --seed 0 --out data/splits.json [--rl-share 0.2]
 
-Only **train** answers are ever the target of a generated game (and, for RL rows, the answers of the optional
-``rl`` split: train answers held back from the SFT games). The word lists themselves are public, so val and test
-words may appear as guesses. Under the ``strict`` protocol no game may end on a val or test word either.
+Only **train** answers are ever the target of a generated game (and, for RL rows, the answers of the
+optional ``rl`` split: train answers held back from the SFT games). The word lists themselves are
+public, so val and test words may appear as guesses. Under the ``strict`` protocol no game may end
+on a val or test word either.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from pathlib import Path
 from wordle_rl.data import DataError, is_exercise
 from wordle_rl.words import WordList, load_word_lists
 
-__all__ = ["SPLIT_NAMES", "RL_TARGET_SPLITS", "PROTOCOLS", "Splits", "make_splits", "check_protocol", "check_leakage"]
+__all__ = [
+    "SPLIT_NAMES",
+    "RL_TARGET_SPLITS",
+    "PROTOCOLS",
+    "Splits",
+    "make_splits",
+    "check_protocol",
+    "check_leakage",
+]
 
 
 # --------------------------------------------------------------------------- splits
@@ -29,9 +39,10 @@ RL_TARGET_SPLITS = ("train", "rl")  # the splits whose answers an RL row may tar
 
 @dataclass
 class Splits:
-    """The answers cut into disjoint splits. ``train``: targets of SFT games (and of RL rows); ``rl``: answers held
-    back from the SFT games, targets of RL rows only, so GRPO plays words the SFT model was never taught as
-    answers, as val and test are (empty unless ``make_splits(rl_share=...)``); ``val``/``test``: never a target."""
+    """The answers cut into disjoint splits. ``train``: targets of SFT games (and of RL rows);
+    ``rl``: answers held back from the SFT games, targets of RL rows only, so GRPO plays words the
+    SFT model was never taught as answers, as val and test are (empty unless
+    ``make_splits(rl_share=...)``); ``val``/``test``: never a target."""
 
     seed: int
     fractions: tuple[float, float, float]
@@ -74,9 +85,15 @@ class Splits:
             raise DataError(f"{path}: splits file not found (make one with `wordle-rl data split`)")
         try:
             d = json.loads(path.read_text())
-            s = cls(seed=int(d["seed"]), fractions=tuple(d["fractions"]), train=list(d["train"]),
-                    val=list(d["val"]), test=list(d["test"]), word_lists=d.get("word_lists", ""),
-                    rl=list(d.get("rl", [])))
+            s = cls(
+                seed=int(d["seed"]),
+                fractions=tuple(d["fractions"]),
+                train=list(d["train"]),
+                val=list(d["val"]),
+                test=list(d["test"]),
+                word_lists=d.get("word_lists", ""),
+                rl=list(d.get("rl", [])),
+            )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise DataError(f"{path}: not a splits file ({type(e).__name__}: {e})") from e
         words = words or load_word_lists()
@@ -89,16 +106,23 @@ class Splits:
         return s
 
 
-def make_splits(words: WordList | None = None, seed: int = 0,
-                fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), rl_share: float = 0.0) -> Splits:
-    """Shuffle the answers with ``seed`` and cut them into train / val / test (sorted within each split).
+def make_splits(
+    words: WordList | None = None,
+    seed: int = 0,
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    rl_share: float = 0.0,
+) -> Splits:
+    """Shuffle the answers with ``seed`` and cut them into train / val / test (sorted within each
+    split).
 
-    ``rl_share`` of the train part becomes the ``rl`` split (held back from SFT, RL targets only); val and test
-    do not depend on it.
+    ``rl_share`` of the train part becomes the ``rl`` split (held back from SFT, RL targets only);
+    val and test do not depend on it.
     """
     words = words or load_word_lists()
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
-        raise DataError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
+        raise DataError(
+            f"split fractions must be three non-negative numbers summing to 1, got {fractions}"
+        )
     if not 0 <= rl_share < 1:
         raise DataError(f"rl_share must be at least 0 and below 1, got {rl_share}")
     order = list(words.answers)
@@ -107,11 +131,21 @@ def make_splits(words: WordList | None = None, seed: int = 0,
     n_val, n_test = round(n * fractions[1]), round(n * fractions[2])
     n_train = n - n_val - n_test
     n_rl = round(n_train * rl_share)
-    return Splits(seed, tuple(fractions), sorted(order[n_rl:n_train]), sorted(order[n_train:n_train + n_val]),
-                  sorted(order[n_train + n_val:]), words.digest[:20], sorted(order[:n_rl]))
+    return Splits(
+        seed,
+        tuple(fractions),
+        sorted(order[n_rl:n_train]),
+        sorted(order[n_train : n_train + n_val]),
+        sorted(order[n_train + n_val :]),
+        words.digest[:20],
+        sorted(order[:n_rl]),
+    )
 
 
-PROTOCOLS = ("open", "strict")  # what SFT games may end on: see SftConfig.protocol and check_leakage
+PROTOCOLS = (
+    "open",
+    "strict",
+)  # what SFT games may end on: see SftConfig.protocol and check_leakage
 
 
 def check_protocol(protocol: str) -> None:
@@ -119,16 +153,21 @@ def check_protocol(protocol: str) -> None:
         raise DataError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
 
 
-def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
-                  allowed_split: str | tuple[str, ...] = "train", allow_outside: bool = False,
-                  protocol: str = "open") -> int:
-    """Fail loudly if any row's target answer is outside ``allowed_split`` (a name or a tuple of names); returns
-    the number of rows checked.
+def check_leakage(
+    rows: list[dict],
+    splits: Splits,
+    source: str = "<rows>",
+    allowed_split: str | tuple[str, ...] = "train",
+    allow_outside: bool = False,
+    protocol: str = "open",
+) -> int:
+    """Fail loudly if any row's target answer is outside ``allowed_split`` (a name or a tuple of
+    names); returns the number of rows checked.
 
-    ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so never a val or
-    test answer; check them with :func:`validate_rows`). Word-pattern exercises have no target and pass. Under the
-    ``strict`` protocol a game may not end on a val or test word either: a recall game recalling one, or a game
-    whose last played guess is one, is refused.
+    ``allow_outside`` accepts targets that belong to no split (words outside the answer list, so
+    never a val or test answer; check them with :func:`validate_rows`). Word-pattern exercises have
+    no target and pass. Under the ``strict`` protocol a game may not end on a val or test word
+    either: a recall game recalling one, or a game whose last played guess is one, is refused.
     """
     check_protocol(protocol)
     allowed = (allowed_split,) if isinstance(allowed_split, str) else tuple(allowed_split)
@@ -140,12 +179,19 @@ def check_leakage(rows: list[dict], splits: Splits, source: str = "<rows>",
         split = splits.split_of(row.get("answer", ""))
         if split not in allowed and not (allow_outside and split is None):
             bad.append(f"{where}: target {row.get('answer')!r} is in the {split or 'no'} split")
-        last = (row.get("history") or [[None]])[-1][0]  # a recall game's last guess is the word it recalls
+        last = (row.get("history") or [[None]])[-1][
+            0
+        ]  # a recall game's last guess is the word it recalls
         if protocol == "strict" and splits.split_of(last or "") in ("val", "test"):
             what = "recall game ends" if row.get("recall") else "ends"
-            bad.append(f"{where}: {what} on {last!r}, a {splits.split_of(last)} answer (strict protocol)")
+            bad.append(
+                f"{where}: {what} on {last!r}, a {splits.split_of(last)} answer (strict protocol)"
+            )
     if bad:
-        raise DataError(f"LEAKAGE: {len(bad)} row(s) target answers outside the {' / '.join(allowed)} split"
-                        + (" or end on a val/test word" if protocol == "strict" else "") + ":\n"
-                        + "\n".join(bad[:50]))
+        raise DataError(
+            f"LEAKAGE: {len(bad)} row(s) target answers outside the {' / '.join(allowed)} split"
+            + (" or end on a val/test word" if protocol == "strict" else "")
+            + ":\n"
+            + "\n".join(bad[:50])
+        )
     return len(rows)

@@ -1,8 +1,9 @@
-"""Pieces every solver trace shares: true rationales, strong openers, and targets outside the answer list.
+"""Pieces every solver trace shares: true rationales, strong openers, and targets outside the answer
+list.
 
-Every ``<think>`` rationale is built from the real game state and states only checkable facts: what the feedback
-proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and why the guess was chosen
-(how many groups it splits them into and its expected bits).
+Every ``<think>`` rationale is built from the real game state and states only checkable facts: what
+the feedback proves (:class:`wordle_rl.prompts.Knowledge`), how many answers remain (re-scored), and
+why the guess was chosen (how many groups it splits them into and its expected bits).
 """
 
 from __future__ import annotations
@@ -12,22 +13,33 @@ import random
 import numpy as np
 
 from wordle_rl.data import DataError, check_share
+from wordle_rl.entropy import entropies
 from wordle_rl.game import score
 from wordle_rl.prompts import (
     Knowledge,
 )
-from wordle_rl.solvers import CandidateSolver, EntropySolver, entropies
+from wordle_rl.solvers import CandidateSolver, EntropySolver
 from wordle_rl.words import WordList
 
-__all__ = ["rationale", "strong_openers", "play_traced", "wide_solver", "outside_words", "outside_targets"]
+__all__ = [
+    "rationale",
+    "strong_openers",
+    "play_traced",
+    "wide_solver",
+    "outside_words",
+    "outside_targets",
+]
 
 
 # --------------------------------------------------------------------------- rationales
-def rationale(solver: EntropySolver, history: list[tuple[str, int]], guess: str, reason: str = "solver") -> str:
+def rationale(
+    solver: EntropySolver, history: list[tuple[str, int]], guess: str, reason: str = "solver"
+) -> str:
     """A short, true explanation of ``guess`` in the state ``history``.
 
-    Facts: what the feedback proves, how many answers remain (listed when at most 3), and how the guess splits
-    them (groups and expected bits). ``reason="explore"`` marks a deliberately exploratory guess.
+    Facts: what the feedback proves, how many answers remain (listed when at most 3), and how the
+    guess splits them (groups and expected bits). ``reason="explore"`` marks a deliberately
+    exploratory guess.
     """
     words = solver.words
     cands = solver.candidates(history)
@@ -36,7 +48,9 @@ def rationale(solver: EntropySolver, history: list[tuple[str, int]], guess: str,
     known = Knowledge.from_history(history, words.length).describe()
     parts.extend(known if known else ["No feedback yet."])
     names = sorted(words.answers[i] for i in cands) if n <= 3 else []
-    parts.append(f"Possible answers: {n}" + (f" ({', '.join(w.upper() for w in names)})." if n <= 3 else "."))
+    parts.append(
+        f"Possible answers: {n}" + (f" ({', '.join(w.upper() for w in names)})." if n <= 3 else ".")
+    )
     gi = words.allowed_index[guess]
     ai = words.answer_index.get(guess)
     is_candidate = ai is not None and bool(np.any(cands == ai))
@@ -47,9 +61,15 @@ def rationale(solver: EntropySolver, history: list[tuple[str, int]], guess: str,
     elif n == 1:
         parts.append(f"Only {guess.upper()} fits.")
     elif is_candidate:
-        parts.append(f"{guess.upper()} could be the answer and splits them into {groups} groups ({bits:.2f} bits).")
+        parts.append(
+            f"{guess.upper()} could be the answer and splits them into {groups} groups ({bits:.2f} "
+            f"bits)."
+        )
     else:
-        parts.append(f"{guess.upper()} cannot be the answer but splits them into {groups} groups ({bits:.2f} bits).")
+        parts.append(
+            f"{guess.upper()} cannot be the answer but splits them into {groups} groups "
+            f"({bits:.2f} bits)."
+        )
     return " ".join(parts)
 
 
@@ -71,14 +91,20 @@ def play_traced(answer: str, policy_turns, rng: random.Random, max_turns: int):
 
 
 def wide_solver(words: WordList) -> CandidateSolver:
-    """The candidate solver over a pool where every allowed word is a possible answer (for ``wide_share`` games)."""
-    pool = WordList(answers=words.allowed, allowed=words.allowed, length=words.length,
-                    name=f"{words.name}+allowed-as-answers")
+    """The candidate solver over a pool where every allowed word is a possible answer (for
+    ``wide_share`` games)."""
+    pool = WordList(
+        answers=words.allowed,
+        allowed=words.allowed,
+        length=words.length,
+        name=f"{words.name}+allowed-as-answers",
+    )
     return CandidateSolver(pool)
 
 
 def outside_words(words: WordList, why: str) -> list[str]:
-    """The allowed words outside the answer list (never a val or test answer); ``why`` names who needs them."""
+    """The allowed words outside the answer list (never a val or test answer); ``why`` names who
+    needs them."""
     outside = [w for w in words.allowed if not words.is_answer(w)]
     if not outside:
         raise DataError(f"{why} needs allowed words outside the answer list; these lists have none")
@@ -86,7 +112,8 @@ def outside_words(words: WordList, why: str) -> list[str]:
 
 
 def outside_targets(words: WordList, wide_share: float) -> tuple[list[str], CandidateSolver | None]:
-    """For ``wide_share`` > 0: the allowed words outside the answer list and the solver that plays them."""
+    """For ``wide_share`` > 0: the allowed words outside the answer list and the solver that plays
+    them."""
     check_share("wide_share", wide_share)
     if wide_share == 0:
         return [], None

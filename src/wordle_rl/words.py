@@ -64,10 +64,14 @@ def read_word_file(path: str | Path, length: int | None = None) -> tuple[list[st
         if length is None:
             length = len(word)
         if len(word) != length:
-            problems.append(f"{path}:{lineno}: {entry!r} has {len(word)} letters, expected {length}")
+            problems.append(
+                f"{path}:{lineno}: {entry!r} has {len(word)} letters, expected {length}"
+            )
             continue
         if word in first_line:
-            problems.append(f"{path}:{lineno}: duplicate {word!r} (first on line {first_line[word]})")
+            problems.append(
+                f"{path}:{lineno}: duplicate {word!r} (first on line {first_line[word]})"
+            )
             continue
         first_line[word] = lineno
         words.append(word)
@@ -89,7 +93,8 @@ def encode_words(words: list[str] | tuple[str, ...]) -> np.ndarray:
 
 
 def pattern_mask(codes: np.ndarray, pattern: str) -> np.ndarray:
-    """Mask of the encoded words (:func:`encode_words`) with the letters of ``pattern`` in place (``_``: any letter).
+    """Mask of the encoded words (:func:`encode_words`) with the letters of ``pattern`` in place
+    (``_``: any letter).
 
     >>> pattern_mask(encode_words(["crane", "crank", "pilot"]), "cra__").tolist()
     [True, True, False]
@@ -118,7 +123,9 @@ class WordList:
         object.__setattr__(self, "allowed_index", {w: i for i, w in enumerate(self.allowed)})
         missing = [w for w in self.answers if w not in self.allowed_index]
         if missing:
-            raise WordListError(f"{len(missing)} answer(s) missing from the allowed list: {missing[:10]}")
+            raise WordListError(
+                f"{len(missing)} answer(s) missing from the allowed list: {missing[:10]}"
+            )
         a2g = np.array([self.allowed_index[w] for w in self.answers], dtype=np.int64)
         object.__setattr__(self, "answer_to_allowed", a2g)
 
@@ -138,7 +145,9 @@ class WordList:
         return word in self.answer_index
 
     @classmethod
-    def from_files(cls, answers_path: str | Path, allowed_path: str | Path | None = None) -> WordList:
+    def from_files(
+        cls, answers_path: str | Path, allowed_path: str | Path | None = None
+    ) -> WordList:
         """Load user lists; without ``allowed_path`` the answers are the allowed list too.
 
         Answers missing from the allowed list are reported with file and line.
@@ -155,7 +164,9 @@ class WordList:
                 if w not in allowed_set
             ]
             if missing:
-                raise WordListError(f"{len(missing)} problem(s) in {answers_path}:\n" + "\n".join(missing))
+                raise WordListError(
+                    f"{len(missing)} problem(s) in {answers_path}:\n" + "\n".join(missing)
+                )
         return cls(
             answers=tuple(sorted(answers)),
             allowed=tuple(sorted(allowed)),
@@ -184,7 +195,9 @@ def _canonical() -> WordList:
     return WordList(answers=_read_packaged("answers.txt"), allowed=_read_packaged("allowed.txt"))
 
 
-def load_word_lists(answers: str | Path | None = None, allowed: str | Path | None = None) -> WordList:
+def load_word_lists(
+    answers: str | Path | None = None, allowed: str | Path | None = None
+) -> WordList:
     """The canonical lists (loaded once), or validated user lists when a path is given."""
     if answers is None and allowed is None:
         return _canonical()

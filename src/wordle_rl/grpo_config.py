@@ -1,0 +1,274 @@
+"""The configuration of ``wordle-rl grpo``: TRL's ``GRPOConfig`` with the main job's defaults.
+
+    wordle-rl grpo --help-config          # every field, with its help
+
+Each field is a flag of ``wordle-rl grpo`` and a key of the pipeline's ``grpo`` section; the values
+here are the main job's (why each: docs/results.md). ``__post_init__`` refuses settings that cannot
+run together, and refuses vLLM rollouts where CUDA or vLLM is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from wordle_rl.prompts import DEFAULT_STYLE
+
+__all__ = ["WordleGRPOConfig", "vllm_missing"]
+
+
+@dataclass
+class WordleGRPOConfig(GRPOConfig):
+    """TRL's ``GRPOConfig`` with wordle-rl's defaults for the embedded CPU model, plus game
+    settings."""
+
+    model: str = field(
+        default="runs/sft",
+        metadata={"help": "Model to train (hub id or path), usually the SFT one."},
+    )
+    data: str = field(default="data/rl", metadata={"help": "RL prompts from `wordle-rl data rl`."})
+    output_dir: str = field(
+        default="runs/grpo", metadata={"help": "Checkpoints and the final model."}
+    )
+    style: str = field(
+        default=DEFAULT_STYLE, metadata={"help": "Prompt style (must match the SFT data)."}
+    )
+    think: bool = field(default=False, metadata={"help": "Style expects <think>."})
+    hard: bool = field(default=False, metadata={"help": "Hard mode."})
+    max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+    max_turn_tokens: int = field(
+        default=16,
+        metadata={
+            "help": "New tokens per model turn (a no-think xml answer takes 8 with the embedded "
+            "tokenizer)."
+        },
+    )
+    env_url: str | None = field(
+        default=None, metadata={"help": "Play against `wordle-rl serve` at this URL."}
+    )
+    reward_preset: str = field(
+        default="default", metadata={"help": "Reward weights preset (see rewards.py)."}
+    )
+    curriculum: str | None = field(
+        default=None,
+        metadata={
+            "help": "'step' or 'compliance': move weights from the 'format' preset to 'strategy'."
+        },
+    )
+    curriculum_steps: int = field(default=200, metadata={"help": "Steps of the step curriculum."})
+    depth_curriculum_steps: int = field(
+        default=0,
+        metadata={
+            "help": "History-depth curriculum: over the first N steps, groups start from deep "
+            "histories (2+ earlier turns, few answers left, easier wins) with a share falling "
+            "linearly from 1 to 0 (0 = off)."
+        },
+    )
+    resample_zero_spread: int = field(
+        default=0,
+        metadata={
+            "help": "Replay a group whose games all scored the same up to N times with other "
+            "prompts."
+        },
+    )
+    threads: int = field(default=2, metadata={"help": "torch CPU threads."})
+    seed: int = field(default=0, metadata={"help": "Seed of rollouts, batches and dropout."})
+    max_steps: int = field(default=200, metadata={"help": "Optimizer steps."})
+    time_budget_minutes: float | None = field(
+        default=40.0, metadata={"help": "Stop (and save) after this long."}
+    )
+    num_generations: int = field(
+        default=8, metadata={"help": "Games per prompt (a group); at least 2."}
+    )
+    per_device_train_batch_size: int = field(
+        default=64, metadata={"help": "Games per step (multiple of groups)."}
+    )
+    learning_rate: float = field(default=5e-5, metadata={"help": "Learning rate."})
+    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature of rollouts."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no reference model)."})
+    logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
+    save_steps: int = field(default=25, metadata={"help": "Checkpoint every N steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept."})
+    report_to: str = field(
+        default="none", metadata={"help": "Tracker: none, tensorboard, trackio."}
+    )
+    max_completion_length: int = field(
+        default=256, metadata={"help": "Upper bound of a whole episode's tokens."}
+    )
+    bf16: bool | None = field(
+        default=None,
+        metadata={
+            "help": "bf16 autocast; default: on with CUDA, off on a CPU (true allowed where the "
+            "CPU has native bf16)."
+        },
+    )
+    activation_checkpointing: bool | None = field(
+        default=False,
+        metadata={
+            "help": "Recompute activations in backward (saves memory on large models, costs time)."
+        },
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Old name of activation_checkpointing; when given, it wins."},
+    )
+    eval_val_every: int = field(
+        default=50, metadata={"help": "Evaluate on the val split every N steps (0 = off)."}
+    )
+    eval_val_games: int = field(
+        default=100,
+        metadata={
+            "help": "Val answers per evaluation: a random sample drawn with the run's seed, the "
+            "same at every step."
+        },
+    )
+    splits: str = field(
+        default="data/splits.json",
+        metadata={
+            "help": "Splits file: val evaluation, and (when it exists) the check that no RL target "
+            "is a val/test answer."
+        },
+    )
+    sft_data: str | None = field(
+        default="data/sft",
+        metadata={
+            "help": "SFT games (`wordle-rl data sft`) whose loss (hard labels + soft targets, as "
+            "in `wordle-rl sft`) is added to every GRPO step with weight sft_coef (PPO-ptx)."
+        },
+    )
+    sft_coef: float = field(
+        default=1.0, metadata={"help": "Weight of the SFT loss (0: off, sft_data unused)."}
+    )
+    sft_coef_final: float | None = field(
+        default=None,
+        metadata={
+            "help": "Weight of the SFT loss at max_steps, reached linearly from sft_coef (None: "
+            "sft_coef throughout)."
+        },
+    )
+    rl_coef: float = field(
+        default=1.0,
+        metadata={
+            "help": "Weight of the GRPO loss (1; 0 trains the SFT loss alone on the same steps, an "
+            "ablation)."
+        },
+    )
+    rollout: str = field(
+        default="game",
+        metadata={
+            "help": "game: whole sampled games, one advantage per game; branch: groups of sampled "
+            "moves at one state of the policy's own greedy game, each finished greedily, one "
+            "advantage per decision; tools: TRL's environment_factory, guesses as tool calls (chat "
+            "models with a tool-calling template)."
+        },
+    )
+    branch_states: str = field(
+        default="any",
+        metadata={
+            "help": "branch: any (a decision of the greedy game drawn at random), endgame (its "
+            "first state in which the row's answer is the only answer word that fits, where there "
+            "is one) or mistake (the state of its first refused or non-fitting move, else as "
+            "endgame)."
+        },
+    )
+    return_shaping: float = field(
+        default=0.0,
+        metadata={
+            "help": "branch: weight (below 1) of the share of legal moves added to the strict game "
+            "return."
+        },
+    )
+    sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
+    sft_soft_target_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Weight of the soft targets inside that loss (the `wordle-rl sft` option "
+            "soft_target_weight; 0 for "
+            "a tokenizer that does not spell a guess one letter per token, e.g. Qwen's)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_generations is not None and self.num_generations < 2:
+            raise ValueError(
+                "num_generations must be at least 2: GRPO compares games within a group, and a "
+                "group of one has no relative advantage to learn from"
+            )
+        if self.sft_coef < 0 or self.sft_soft_target_weight < 0:
+            raise ValueError(
+                f"sft_coef and sft_soft_target_weight must be >= 0, got {self.sft_coef} and "
+                f"{self.sft_soft_target_weight}"
+            )
+        if self.sft_coef > 0 and not self.sft_data:
+            raise ValueError(
+                f"sft_coef={self.sft_coef} needs sft_data: the SFT games (`wordle-rl data sft`) "
+                "whose loss it weighs"
+            )
+        if self.rollout not in ("game", "branch", "tools"):
+            raise ValueError(f"rollout must be 'game', 'branch' or 'tools', got {self.rollout!r}")
+        if self.rollout == "tools" and self.curriculum:
+            raise ValueError(
+                "rollout='tools' scores each game with the environment's strict return: it takes "
+                "no reward curriculum"
+            )
+        if self.rollout == "branch" and (self.curriculum or getattr(self, "use_vllm", False)):
+            raise ValueError(
+                "rollout='branch' scores the strict game return with the trained model itself: it "
+                "takes no reward curriculum and no vLLM"
+            )
+        if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
+            raise ValueError(
+                f"rl_coef must be >= 0, and with rl_coef 0 sft_coef must be > 0 (else nothing "
+                f"trains), got {self.rl_coef} and {self.sft_coef}"
+            )
+        if self.branch_states not in ("any", "endgame", "mistake"):
+            raise ValueError(
+                f"branch_states must be 'any', 'endgame' or 'mistake', got {self.branch_states!r}"
+            )
+        if not 0 <= self.return_shaping < 1:
+            raise ValueError(f"return_shaping must be in [0, 1), got {self.return_shaping}")
+        if self.sft_coef_final is not None and (self.sft_coef_final < 0 or self.sft_coef == 0):
+            raise ValueError("sft_coef_final needs sft_coef > 0 and must be >= 0")
+        if getattr(self, "use_vllm", False):
+            _configure_vllm(self)
+        from wordle_rl.sft import resolve_defaults
+
+        resolve_defaults(self)
+        super().__post_init__()
+
+
+def vllm_missing() -> str | None:
+    """Why vLLM rollouts cannot run on this machine (``None`` when they can)."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None:
+        return (
+            "use_vllm needs a CUDA GPU and `pip install 'wordle-rl[gpu]'` (vLLM 0.22-0.31); "
+            "without them leave use_vllm off and the rollout generates with the trained model"
+        )
+    return None
+
+
+def _configure_vllm(cfg: WordleGRPOConfig) -> None:
+    """Refuse vLLM rollouts this machine or setup cannot run; cap each turn's vLLM call at
+    ``max_turn_tokens``."""
+    import os
+
+    missing = vllm_missing()
+    if missing:
+        raise ValueError(missing)
+    shared = cfg.vllm_mode == "server" or getattr(cfg, "vllm_tensor_parallel_size", 1) > 1
+    if shared and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError(
+            "use_vllm with several training processes sharing one vLLM engine (vllm_mode='server', "
+            "or colocate with vllm_tensor_parallel_size > 1) is not supported by the multi-turn "
+            "rollout: games end at different turns on each process; use one process, or colocate "
+            "with one vLLM engine per GPU"
+        )
+    extra = cfg.generation_kwargs or {}
+    extra = json.loads(extra) if isinstance(extra, str) else extra
+    cfg.generation_kwargs = {"max_tokens": cfg.max_turn_tokens, **extra}
