@@ -209,3 +209,45 @@ def test_grpo_with_branch_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", rollout="tree")
     with pytest.raises(ValueError, match="branch_states must be"):
         WordleGRPOConfig(output_dir="unused", rollout="branch", branch_states="late")
+
+
+def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro):
+    """With branch_guided=k the first k moves of every group are sampled among the allowed words
+    that fit the state's feedback; the others stay the policy's own free samples."""
+    from wordle_rl.game import consistent_with
+    from wordle_rl.parser import parse
+    from wordle_rl.rewards import as_history
+    from wordle_rl.words import load_word_lists
+
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    rows = load_rl_rows(root / "rl")
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        output_dir=str(root / "g"),
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_turn_tokens=10,
+        rollout="branch",
+        branch_guided=2,
+        temperature=1.5,
+    )
+    ro = BranchRollout(cfg, rows, tok)
+    torch.manual_seed(0)
+    prompts = [
+        [{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1, 2, 3) for _ in "abcd"
+    ]
+    out = ro(prompts, _trainer(model))
+    allowed = set(load_word_lists().allowed)
+    for i, row in enumerate(ro.last_rows):
+        text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
+        guess = parse(text, ro.style).guess
+        if i % 4 < 2:
+            assert guess in allowed and consistent_with(as_history(row["history"]), guess), guess
+    stats = ro.last_stats
+    assert {"wordle/guided_return", "wordle/sampled_return"} <= set(stats)
+    with pytest.raises(ValueError, match="branch_guided must be in"):
+        WordleGRPOConfig(output_dir="unused", rollout="branch", branch_guided=8)
+    with pytest.raises(ValueError, match="needs rollout='branch'"):
+        WordleGRPOConfig(output_dir="unused", branch_guided=1)

@@ -29,9 +29,11 @@ import time
 
 import numpy as np
 
+from wordle_rl.decoding import fitting_prefixes
 from wordle_rl.game import consistent_with
 from wordle_rl.rewards import as_history, game_return
 from wordle_rl.rollout import ROW_KEY, WordleRollout
+from wordle_rl.words import encode_words
 
 __all__ = ["BranchRollout", "game_return_reward"]
 
@@ -86,6 +88,25 @@ class BranchRollout(WordleRollout):
         fits = self.ctx.candidates(as_history(history))
         return len(fits) == 1 and self.ctx.words.answers[int(fits[0])] == answer
 
+    def _fitting(self, history: list) -> set[str]:
+        """The guesses a guided move may spell: the allowed words that fit ``history``."""
+        if not hasattr(self, "_encoded"):
+            self._encoded = encode_words(list(self.ctx.words.allowed))
+        close = "]" if self.style.answer_format == "brackets" else "</guess>"
+        return fitting_prefixes(self.ctx.words.allowed, self._encoded, as_history(history), close)
+
+    def _guided_stats(self, returns: list[float]) -> dict:
+        """Mean return of the guided and of the sampled moves (when groups have guided moves)."""
+        g, k = self.cfg.num_generations, self.cfg.branch_guided
+        if not k:
+            return {}
+        guided = [r for i, r in enumerate(returns) if i % g < k]
+        free = [r for i, r in enumerate(returns) if i % g >= k]
+        return {
+            "wordle/guided_return": float(np.mean(guided)),
+            "wordle/sampled_return": float(np.mean(free)),
+        }
+
     def _first_mistake(self, states: list, moves: list) -> int | None:
         """Index of the first decision whose greedy move was refused or does not fit the feedback
         before it."""
@@ -116,7 +137,13 @@ class BranchRollout(WordleRollout):
             state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
-        games = self.play(model, [], sample_turns=1, rows=branch_rows)
+        guides = None
+        if self.cfg.branch_guided:
+            guides = [
+                self._fitting(row["history"]) if k % g < self.cfg.branch_guided else None
+                for k, row in enumerate(branch_rows)
+            ]
+        games = self.play(model, [], sample_turns=1, rows=branch_rows, first_prefixes=guides)
         self.last_rows = branch_rows
         returns = [
             game_return(
@@ -143,6 +170,7 @@ class BranchRollout(WordleRollout):
                     np.mean([x["turns"] if x["won"] else 7 for x in greedy])
                 ),
                 "wordle/mean_return": float(np.mean(returns)),
+                **self._guided_stats(returns),
                 "wordle/branch_depth": float(np.mean(depths)),
                 "wordle/branch_on_mistake": mistakes / len(greedy),
                 "wordle/invalid_word_rate": float(

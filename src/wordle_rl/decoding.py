@@ -10,9 +10,13 @@ the turn once the tag is closed; it works with any tokenizer.
 
 from __future__ import annotations
 
-from wordle_rl.prompts import PromptStyle
+import numpy as np
 
-__all__ = ["GuessConstraint", "guess_prefixes"]
+from wordle_rl.game import score_pairs
+from wordle_rl.prompts import PromptStyle
+from wordle_rl.words import encode_words
+
+__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes"]
 
 
 class GuessConstraint:
@@ -21,10 +25,20 @@ class GuessConstraint:
 
     Works with any tokenizer: the generated text of each row is decoded, and a token is allowed when
     the partial guess plus its text is a prefix of ``word + close_tag`` for some permitted word;
-    once the tag is closed, only end-of-turn is allowed.
+    once the tag is closed, only end-of-turn is allowed. ``whole=True`` constrains the whole turn:
+    it must open the tag at once (no thinking, no text before it). A row whose set is ``None`` is
+    free.
     """
 
-    def __init__(self, tokenizer, style: PromptStyle, prompt_len: int, prefix_sets: list[set[str]]):
+    def __init__(
+        self,
+        tokenizer,
+        style: PromptStyle,
+        prompt_len: int,
+        prefix_sets: list[set[str] | None],
+        whole: bool = False,
+    ):
+        self.whole = whole
         self.tok = tokenizer
         self.open, self.close = (
             ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
@@ -32,7 +46,7 @@ class GuessConstraint:
         self.prompt_len = prompt_len
         self.prefix_sets = prefix_sets
         self.eos = tokenizer.eos_token_id
-        allowed_chars = set("abcdefghijklmnopqrstuvwxyz") | set(self.close)
+        allowed_chars = set("abcdefghijklmnopqrstuvwxyz") | set(self.close) | set(self.open)
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         self.cands = []
         for i, t in enumerate(vocab):
@@ -44,13 +58,26 @@ class GuessConstraint:
         import torch
 
         for b in range(input_ids.shape[0]):
+            if self.prefix_sets[b] is None:  # a free row
+                continue
             text = self.tok.decode(input_ids[b, self.prompt_len :], skip_special_tokens=True)
             visible = text.split("</think>")[-1] if "<think>" in text else text
             k = visible.rfind(self.open)
+            mask = torch.full_like(scores[b], float("-inf"))
+            if k < 0 and self.whole:  # the turn opens the tag first, maybe over several tokens
+                words, n = self.prefix_sets[b], len(self.open)
+                ok = [
+                    i
+                    for i, s in self.cands
+                    if self.open.startswith(text + s)
+                    or ((text + s).startswith(self.open) and (text + s)[n:] in words)
+                ]
+                mask[ok or [self.eos]] = 0
+                scores[b] = scores[b] + mask
+                continue
             if k < 0:
                 continue
             partial = visible[k + len(self.open) :]
-            mask = torch.full_like(scores[b], float("-inf"))
             if partial.endswith(self.close):
                 mask[self.eos] = 0
             else:
@@ -71,3 +98,20 @@ def guess_prefixes(words_iter, close: str) -> set[str]:
         for i in range(1, len(full) + 1):
             out.add(full[:i])
     return out
+
+
+def fitting_prefixes(allowed, encoded: np.ndarray, history, close: str) -> set[str]:
+    """The prefixes (:func:`guess_prefixes`) of the allowed words that fit every scored guess of
+    ``history`` (``(guess, pattern)`` pairs), found by re-scoring; ``encoded`` is
+    ``encode_words(allowed)``.
+
+    >>> from wordle_rl.game import score
+    >>> words = ["crane", "crank", "trace"]
+    >>> p = fitting_prefixes(words, encode_words(words), [("crane", score("crane", "crank"))], "]")
+    >>> sorted(x for x in p if x.endswith("]"))
+    ['crank]']
+    """
+    ok = np.ones(len(allowed), dtype=bool)
+    for g, p in history:
+        ok &= score_pairs(np.broadcast_to(encode_words([g]), encoded.shape), encoded) == p
+    return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), close)

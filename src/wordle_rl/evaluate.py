@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.audit import TrainingIndex, audit_games, audit_summary
-from wordle_rl.decoding import GuessConstraint, guess_prefixes
+from wordle_rl.decoding import GuessConstraint, fitting_prefixes, guess_prefixes
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.eval_tables import report_markdown
-from wordle_rl.game import score_pairs, str_to_pattern
+from wordle_rl.game import str_to_pattern
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
 from wordle_rl.words import WordList, encode_words
@@ -132,11 +132,7 @@ class ModelPolicy:
     def _prefix_set(self, env: WordleEnv) -> set[str]:
         if self.decode == "allowed" or not env.played:
             return self._allowed_prefixes
-        ok = np.ones(len(self.words.allowed), dtype=bool)
-        for g, p in env.played:
-            g_enc = encode_words([g])
-            ok &= score_pairs(np.broadcast_to(g_enc, self._enc.shape), self._enc) == p
-        return guess_prefixes((self.words.allowed[i] for i in np.flatnonzero(ok)), self._close)
+        return fitting_prefixes(self.words.allowed, self._enc, env.played, self._close)
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
         import torch

@@ -173,6 +173,13 @@ class WordleGRPOConfig(GRPOConfig):
             "endgame)."
         },
     )
+    branch_guided: int = field(
+        default=0,
+        metadata={
+            "help": "branch: completions per group whose move is sampled among the allowed words "
+            "that fit the feedback (the policy's distribution restricted by the verifier)."
+        },
+    )
     return_shaping: float = field(
         default=0.0,
         metadata={
@@ -223,6 +230,13 @@ class WordleGRPOConfig(GRPOConfig):
                 f"rl_coef must be >= 0, and with rl_coef 0 sft_coef must be > 0 (else nothing "
                 f"trains), got {self.rl_coef} and {self.sft_coef}"
             )
+        if not 0 <= self.branch_guided < self.num_generations:
+            raise ValueError(
+                f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
+                "keeps at least one move sampled from the policy itself"
+            )
+        if self.branch_guided and self.rollout != "branch":
+            raise ValueError("branch_guided needs rollout='branch'")
         if self.branch_states not in ("any", "endgame", "mistake"):
             raise ValueError(
                 f"branch_states must be 'any', 'endgame' or 'mistake', got {self.branch_states!r}"

@@ -115,6 +115,7 @@ class WordleRollout:
         vllm=None,
         sample_turns: int | None = None,
         rows: list[dict] | None = None,
+        first_prefixes: list[set[str] | None] | None = None,
     ) -> list[dict]:
         """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched
         generate.
@@ -123,9 +124,10 @@ class WordleRollout:
         live game's whole conversation so far to vLLM (its prefix cache reuses the earlier turns)
         instead of ``model``. ``sample_turns``: only the first N turns are sampled at the rollout
         temperature, the rest greedy (None: all sampled). ``rows``: play these rows (``{answer,
-        history}``) instead of ``self.rows[row_ids]``."""
+        history}``) instead of ``self.rows[row_ids]``. ``first_prefixes``: per game, the guesses its
+        first move may spell (:func:`wordle_rl.decoding.guess_prefixes`; ``None``: free)."""
         if vllm is not None:
-            if sample_turns is not None or rows is not None:
+            if sample_turns is not None or rows is not None or first_prefixes is not None:
                 raise ValueError(
                     "greedy turns and ad-hoc rows are not supported with vLLM rollouts"
                 )
@@ -135,7 +137,10 @@ class WordleRollout:
         model.eval()
         try:
             return self._play(
-                model, rows if rows is not None else [self.rows[r] for r in row_ids], sample_turns
+                model,
+                rows if rows is not None else [self.rows[r] for r in row_ids],
+                sample_turns,
+                first_prefixes,
             )
         finally:
             if was_training:
@@ -226,7 +231,13 @@ class WordleRollout:
                 games[-1]["logprobs"] = ep.logps
         return games
 
-    def _play(self, model, rows: list[dict], sample_turns: int | None = None) -> list[dict]:
+    def _play(
+        self,
+        model,
+        rows: list[dict],
+        sample_turns: int | None = None,
+        first_prefixes: list[set[str] | None] | None = None,
+    ) -> list[dict]:
         """All games in one batch; the KV cache is carried from turn to turn, so each turn only
         processes the new feedback tokens. The batch is a left-padded tensor that grows by
         [generated | feedback] each turn: padding inside it (after an early end-of-turn, before a
@@ -250,6 +261,15 @@ class WordleRollout:
                     "top_k": 0,
                     "top_p": 1.0,
                 }
+            if first_prefixes is not None and turn == 0 and any(first_prefixes):
+                from transformers import LogitsProcessorList
+
+                from wordle_rl.decoding import GuessConstraint
+
+                guide = GuessConstraint(
+                    self.tok, self.style, seqs.shape[1], first_prefixes, whole=True
+                )
+                how["logits_processor"] = LogitsProcessorList([guide])
             turn += 1
             with torch.no_grad():
                 out = model.generate(
