@@ -90,12 +90,10 @@ def test_hand_built_case(words):
 
     games = [
         game("canoe", ["crane", "canoe"]),  # the imitated endgame, won
-        game(
-            "canoe", ["crane", "xxxxx", "canoe"], errors=("xxxxx",)
-        ),  # refused move: same state, same class
-        game(
-            "cairn", ["crane", "drain", "cairn"]
-        ),  # CRANE leaves CAIRN as the only fit: a new endgame
+        # refused move: same state, same class
+        game("canoe", ["crane", "xxxxx", "canoe"], errors=("xxxxx",)),
+        # CRANE leaves CAIRN as the only fit: a new endgame
+        game("cairn", ["crane", "drain", "cairn"]),
         game("moist", ["crane", "moist"]),  # won while other words fitted
         game("cairn", ["crane"] + ["slate"] * 5, errors=("slate",)),
     ]  # lost in a never-imitated endgame

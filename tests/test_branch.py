@@ -107,9 +107,8 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
             assert guess.upper() in prompt.upper()
         for i in group:
             completion = tok.decode(out["completion_ids"][i], skip_special_tokens=False)
-            assert (
-                "<|im_start|>" not in completion and completion.count("<|im_end|>") <= 1
-            )  # one move only
+            # one move only
+            assert "<|im_start|>" not in completion and completion.count("<|im_end|>") <= 1
             assert out["env_mask"][i] == [1] * len(out["completion_ids"][i])
             assert out["episode_return"][i] == game_return(out["won"][i], out["turns"][i], 6)
             assert out["won"][i] or out["turns"][i] == 6
@@ -124,9 +123,8 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     assert end._only_fit([["crane", "GXYYG"]], "canoe") and not end._only_fit(
         [["crane", "XXXXX"]], "moist"
     )
-    greedy = end.play(
-        model, [0, 3], sample_turns=0
-    )  # the groups' greedy games, batched as the rollout does
+    # the groups' greedy games, batched as the rollout does
+    greedy = end.play(model, [0, 3], sample_turns=0)
     for k, r, game in ((0, 0, greedy[0]), (4, 3, greedy[1])):
         states = decision_states(rows[r], game["moves"])
         only = [s for s in states if end._only_fit(s, rows[r]["answer"])]
@@ -139,9 +137,8 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     fit = [["raise", pattern_to_str(score("raise", "mount"))]]
     states = [[], fit, fit + [["could", pattern_to_str(score("could", "mount"))]]]
     assert end._first_mistake(states, [("raise", "x"), ("could", "x"), ("mount", "x")]) is None
-    assert (
-        end._first_mistake(states, [("raise", "x"), ("crane", "x"), ("mount", "x")]) == 1
-    )  # R in RAISE is gone
+    # R in RAISE is gone
+    assert end._first_mistake(states, [("raise", "x"), ("crane", "x"), ("mount", "x")]) == 1
     assert end._first_mistake(states[:2], [("raise", "x"), (None, None)]) == 1  # refused
     cfg.branch_states = "mistake"
     mis = BranchRollout(cfg, rows, tok)

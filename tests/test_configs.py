@@ -43,9 +43,8 @@ def test_pipeline_presets_are_the_package_config_files(tmp_path):
             if isinstance(table, dict):
                 for key, value in table.items():
                     assert getattr(getattr(cfg, section), key) == value, (path.stem, section, key)
-    assert (
-        load_config("cpu-default") == PipelineConfig()
-    )  # the main job is the dataclasses' defaults
+    # the main job is the dataclasses' defaults
+    assert load_config("cpu-default") == PipelineConfig()
     (tmp_path / "bad.yaml").write_text("sft: [unclosed\n")
     with pytest.raises(ConfigError, match="cannot parse"):
         load_config(str(tmp_path / "bad.yaml"))

@@ -41,10 +41,11 @@ def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
 
 def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
     held = make_splits(words, seed=0, rl_share=0.2)
+    # the held-out words do not depend on rl_share
     assert (held.val, held.test) == (
         splits.val,
         splits.test,
-    )  # the held-out words do not depend on rl_share
+    )
     assert len(held.rl) == round(0.2 * len(splits.train)) and not set(held.rl) & set(held.train)
     assert sorted(held.train + held.rl) == splits.train
     held.save(tmp_path / "s.json")
@@ -92,9 +93,8 @@ def test_rationales_are_true(sft_rows, words):
     for row in sft_rows[:60]:
         history = [(g, str_to_pattern(p)) for g, p in row["history"]]
         assistant = [m for m in row["messages"] if m["role"] == "assistant"]
-        if (
-            row["refused_at"] is not None
-        ):  # a refused move has no rationale (checked by the replay test)
+        # a refused move has no rationale (checked by the replay test)
+        if row["refused_at"] is not None:
             assistant.pop(row["refused_at"])
         assert len(assistant) == len(history)
         for k, msg in enumerate(assistant):
@@ -130,9 +130,8 @@ def test_sft_variety_and_shape(sft_rows):
     s = stats(sft_rows)
     assert set(s["solver"]) == {"entropy", "search", "candidate", "random"}
     assert {"opener", "random_first", "solver"} <= set(s["start"])
-    assert all(
-        r["won"] for r in sft_rows if r["solver"] != "random"
-    )  # solvers recover from imperfect starts
+    # solvers recover from imperfect starts
+    assert all(r["won"] for r in sft_rows if r["solver"] != "random")
     for r in sft_rows:  # the candidate and random solvers' moves always fit the feedback so far
         if r["solver"] in ("candidate", "random"):
             hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
@@ -177,9 +176,8 @@ def test_rl_rows(splits, words):
     with pytest.raises(DataError, match="depth mix"):
         parse_depth_mix("0:1,9:1")
     assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
-    with pytest.raises(
-        DataError, match="depths must be 0-4"
-    ):  # the config's dict is checked the same way
+    # the config's dict is checked the same way
+    with pytest.raises(DataError, match="depths must be 0-4"):
         generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}, think=True), words)
 
 
@@ -244,9 +242,8 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
             if step.info["error"] is not None:
                 refused.append((row, step.info["error"]))
                 assert msgs[k]["train"] is False and k == 2 + 2 * row["refused_at"]
-            if (
-                step.done
-            ):  # the conversation ends on the winning guess, or on the last feedback of a lost game
+            # the conversation ends on the winning guess, or on the last feedback of a lost game
+            if step.done:
                 assert k + 2 >= len(msgs) and step.info["won"] == row["won"]
             else:
                 assert step.observation.messages[-1]["content"] == msgs[k + 1]["content"]
@@ -308,9 +305,10 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
 
 
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
+    # every guess after the opener (all trained here: no exploration, no refusals)
     def later_guesses(
         rows,
-    ):  # every guess after the opener (all trained here: no exploration, no refusals)
+    ):
         counts = {}
         for r in rows:
             for g, _ in r["history"][1:]:
@@ -363,17 +361,15 @@ def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits
             )
         else:
             assert splits.split_of(r["answer"]) == "train"
-    for r in (
-        wide
-    ):  # after the first guess, every guess is an allowed word that fits all feedback so far
+    # after the first guess, every guess is an allowed word that fits all feedback so far
+    for r in wide:
         hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
         for k in range(1, len(hist)):
             assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
         assert r["won"] == (hist[-1][0] == r["answer"])
     assert sum(r["won"] for r in wide) > 0.7 * len(wide)
-    assert any(
-        not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1]
-    )  # non-answers are guessed too
+    # non-answers are guessed too
+    assert any(not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1])
     with pytest.raises(DataError, match=r"LEAKAGE: \d+ row"):
         check_leakage(rows, splits)
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
@@ -418,9 +414,8 @@ def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(split
         for k in range(1, len(hist)):
             fits_any_answer = len(candidate_indices(words, hist[:k])) > 0
             guess = hist[k][0]
-            assert all(
-                score(g, guess) == p for g, p in hist[:k]
-            )  # always a word that fits the feedback
+            # always a word that fits the feedback
+            assert all(score(g, guess) == p for g, p in hist[:k])
             if fits_any_answer:
                 assert words.is_answer(guess)
                 answer_guesses += 1
@@ -446,12 +441,10 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
         fits = [a for a in words.answers if all(score(g, a) == p for g, p in hist[:-1])]
         assert fits == [word]
         assert r["messages"][-1] == {"role": "assistant", "content": f"<guess>{word}</guess>"}
-        assert (
-            len(r["messages"]) == 2 + 2 * len(hist) - 1
-        )  # no feedback after W: the answer stays unsaid
-    assert len({r["recall"] for r in recall}) == len(
-        recall
-    )  # each word once before any comes again
+        # no feedback after W: the answer stays unsaid
+        assert len(r["messages"]) == 2 + 2 * len(hist) - 1
+    # each word once before any comes again
+    assert len({r["recall"] for r in recall}) == len(recall)
     assert {"train"} < {
         splits.split_of(r["recall"]) for r in recall
     }  # held-out words too, never as targets
@@ -460,9 +453,8 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
     assert check_leakage(rows, splits, allow_outside=True) == len(rows)
     with pytest.raises(DataError, match="recall_share"):
         generate_sft(splits, SftConfig(games=2, recall_share=1.5, think=True), words)
-    with pytest.raises(
-        DataError, match=r"within 1 turns in 2 tries"
-    ):  # one turn can never reach W: no endless loop
+    # one turn can never reach W: no endless loop
+    with pytest.raises(DataError, match=r"within 1 turns in 2 tries"):
         recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
 
 
@@ -487,9 +479,8 @@ def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, w
     write_jsonl(rows + [dict(rows[0], answer=splits.val[0], history=[])], tmp_path / "leak.jsonl")
     with pytest.raises(DataError, match="val split"):
         load_rl_rows(tmp_path / "leak.jsonl", tmp_path / "splits.json")
-    r = next(
-        w for w in wide if len(w["history"]) == 2
-    )  # a game on an outside word plays to the end
+    # a game on an outside word plays to the end
+    r = next(w for w in wide if len(w["history"]) == 2)
     env = WordleEnv(words=words)
     env.reset(answer=r["answer"], history=[tuple(h) for h in r["history"]])
     played = {g for g, _ in r["history"]} | {r["answer"]}

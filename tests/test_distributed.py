@@ -87,9 +87,8 @@ def test_two_process_sft_and_grpo_with_resume(trained_micro, tmp_path):
 
     _launch("grpo", str(model_path), str(root / "rl"), str(grpo_out), str(root / "sft"), "--resume")
     recs = _records(grpo_out)
-    assert (
-        [x["step"] for x in recs[0]] == [x["step"] for x in recs[1]] == [1, 2, 3]
-    )  # went on from step 2
+    # went on from step 2
+    assert [x["step"] for x in recs[0]] == [x["step"] for x in recs[1]] == [1, 2, 3]
     assert recs[0][-1]["weights"] == recs[1][-1]["weights"]
     state = json.loads((grpo_out / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3

@@ -40,9 +40,8 @@ def _check_episode(tok, g):
             )
             assert text == "<|im_end|>" or text.endswith("<|im_start|>assistant\n")
     assert g["turns"] >= len(g["errors"]) and set(g["components"]) >= {"win", "format", "invalid"}
-    full = tok.decode(
-        g["prompt_ids"] + g["completion_ids"]
-    )  # model and env tokens re-render the conversation
+    # model and env tokens re-render the conversation
+    full = tok.decode(g["prompt_ids"] + g["completion_ids"])
     assert full.startswith("<|im_start|>system") and full.endswith("<|im_end|>")
 
 
@@ -396,9 +395,8 @@ def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
     assert len(log) == 2 and all(
         0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log
     )
-    assert [e["sft/coef"] for e in log] == pytest.approx(
-        [1.0, 0.6]
-    )  # annealed linearly towards 0.2 at step 2
+    # annealed linearly towards 0.2 at step 2
+    assert [e["sft/coef"] for e in log] == pytest.approx([1.0, 0.6])
     saved = json.loads((out / "wordle_rl_grpo_config.json").read_text())
     assert saved["sft_coef"] == 1.0 and saved["sft_data"] == str(root / "sft")
 

@@ -55,9 +55,8 @@ def test_tokenizer_round_trip_and_phrases(micro):
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
     assert tok.unk_token_id not in ids
-    assert (
-        len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1
-    )  # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
+    # letters, ' -> ', a token per mark, '\n' + phrase, tags, letters
+    assert len(ids) == 5 + 1 + 5 + 1 + 1 + 5 + 1
     assert [tok.decode([i]) for i in ids[6:11]] == ["X", " X", " G", " G", " G"]
     assert len(tok("é", add_special_tokens=False)["input_ids"]) == 1  # unknown chars map to <|unk|>
     # the tiles style: one token per letter and mark
@@ -144,9 +143,8 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     steps = [
         e["step"] for e in json.loads((out / "wordle_rl_sft_log.json").read_text()) if "loss" in e
     ]
-    assert steps == list(
-        range(1, 13)
-    )  # steps 1-8 restored from the checkpoint, not redone; 9-12 new
+    # steps 1-8 restored from the checkpoint, not redone; 9-12 new
+    assert steps == list(range(1, 13))
 
 
 def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
@@ -274,9 +272,8 @@ def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
     if torch.cuda.is_available():
         return
     native = cpu_has_native_bf16()
-    assert (
-        WordleSFTConfig(output_dir=str(tmp_path / "a")).bf16 is False
-    )  # fp32 on a CPU unless asked
+    # fp32 on a CPU unless asked
+    assert WordleSFTConfig(output_dir=str(tmp_path / "a")).bf16 is False
     if native:
         assert WordleSFTConfig(output_dir=str(tmp_path / "b"), bf16=True).bf16 is True
     else:

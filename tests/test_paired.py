@@ -57,9 +57,8 @@ def test_paired_counts_and_tests_match_a_hand_computation(two_runs):
         binomtest(only_b, only_a + only_b).pvalue if only_a + only_b else 1.0
     )
     assert r["wilcoxon_p"] == pytest.approx(wilcoxon(gb, ga).pvalue)
-    assert (
-        r["mean_guesses_diff"] < 0
-    )  # the candidate solver needs fewer guesses than random candidates
+    # the candidate solver needs fewer guesses than random candidates
+    assert r["mean_guesses_diff"] < 0
     same = paired_comparison(a, a)
     assert (same["only_a"], same["only_b"], same["mcnemar_p"], same["wilcoxon_p"]) == (
         0,

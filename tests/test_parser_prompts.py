@@ -107,9 +107,8 @@ def test_unknown_style():
 
 def test_tiles_feedback_pairs_each_letter_with_its_mark():
     tiles = PromptStyle("tiles", think=False)
-    msgs = render_conversation(
-        tiles, [("speed", score("speed", "abide"))]
-    )  # repeated E: the first Y, the second X
+    # repeated E: the first Y, the second X
+    msgs = render_conversation(tiles, [("speed", score("speed", "abide"))])
     assert msgs[-1]["content"] == "S:X P:X E:Y E:X D:Y\nYou have 5 guesses left."
     assert format_answer(tiles, "speed") == "<guess>speed</guess>"  # answers as in the xml style
 
@@ -126,9 +125,8 @@ def test_tiles_known_adds_the_summary_line():
         msgs[-1]["content"]
         == "T:Y I:Y D:Y E:Y S:X\n_E:G___ D:Y I:Y T:Y F:X S:X\nYou have 4 guesses left."
     )
-    assert (
-        msgs[0] == render_conversation(PromptStyle("tiles", think=False), hist)[0]
-    )  # the same system prompt
+    # the same system prompt
+    assert msgs[0] == render_conversation(PromptStyle("tiles", think=False), hist)[0]
 
 
 @settings(max_examples=300, deadline=None)
@@ -192,14 +190,14 @@ def test_plain_knowledge_is_true(words, rnd: random.Random):
 @pytest.mark.parametrize("think", [False, True])
 def test_the_style_of_a_rendered_game_is_recognised(name, think):
     style = PromptStyle(name, think=think)
+    # a refusal's reply is not feedback: it is skipped
     refused = (
         "qqqqq",
         None,
         "not in the word list",
-    )  # a refusal's reply is not feedback: it is skipped
+    )
     history = [refused, ("crane", score("crane", "react")), ("trace", score("trace", "react"))]
     msgs = render_conversation(style, history, thinks=[None, "vowels first", None])
-    assert (
-        detect_style([render_conversation(style, [])]) is None
-    )  # no feedback yet: nothing to recognise
+    # no feedback yet: nothing to recognise
+    assert detect_style([render_conversation(style, [])]) is None
     assert detect_style([render_conversation(style, []), msgs]) == (name, style.uses_think)

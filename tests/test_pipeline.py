@@ -97,9 +97,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
             assert f"{100 * m['win_rate']:.1f} %" in row
             assert "/".join(str(v) for v in m["histogram"].values()) in row
             assert res["split"] == split and m["games"] == 12
-            assert ("train_sample_metrics" in res) == (
-                split == "test"
-            )  # one train sample, with the first split
+            # one train sample, with the first split
+            assert ("train_sample_metrics" in res) == (split == "test")
             # trained policies are audited against the run's own training data; solvers are not
             assert ("audit" in res) == (not name.startswith("solver-"))
             if "audit" in res:
@@ -129,10 +128,11 @@ def test_quick_pipeline_end_to_end(tmp_path):
     peaks = [marks[stage]["peak_rss_gib"] for stage in STAGES]
     assert peaks[0] > 0.05 and peaks == sorted(peaks), peaks
     assert f"| sft | {marks['sft']['seconds']} | {marks['sft']['peak_rss_gib']} |" in text
+    # steps done, read back from each stage's log, against the preset's max_steps
     for stage in (
         "sft",
         "grpo",
-    ):  # steps done, read back from each stage's log, against the preset's max_steps
+    ):
         max_steps = getattr(load_config("quick"), stage).max_steps
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
         done = max(e["step"] for e in log)
@@ -158,9 +158,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
     first = [
         e for e in json.loads((out / "grpo" / "wordle_rl_grpo_log.json").read_text()) if "loss" in e
     ]
-    assert all(
-        e["sft/hard_loss"] > 0 for e in first
-    )  # GRPO keeps the SFT loss on the run's own SFT games
+    # GRPO keeps the SFT loss on the run's own SFT games
+    assert all(e["sft/hard_loss"] > 0 for e in first)
     (out / "markers" / "grpo.json").unlink()
     run_pipeline(load_config("quick"), out, console)
     log = [

@@ -232,9 +232,8 @@ def test_openenv_typed_client_plays_sync_and_async(server):
     async def play():
         async with WordleClient(base_url=server.url) as env:
             await env.reset(seed=5)
-            with pytest.raises(
-                EnvServerError, match="answer"
-            ):  # the server's refusal keeps its reason
+            # the server's refusal keeps its reason
+            with pytest.raises(EnvServerError, match="answer"):
                 await env.reset(answer="qqqqq")
             return await env.step(WordleAction(message="<guess>crane</guess>"))
 

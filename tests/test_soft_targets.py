@@ -140,9 +140,8 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
         list(words.answers) * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"])
     )
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
-    assert (
-        len(tok("crane", add_special_tokens=False)["input_ids"]) < 5
-    )  # merged: not one token a letter
+    # merged: not one token a letter
+    assert len(tok("crane", add_special_tokens=False)["input_ids"]) < 5
     with pytest.raises(ValueError, match="one letter per token"):
         SoftTargetCollator(base=None, tokenizer=tok, targets=SoftTargets(words))
 

@@ -37,15 +37,15 @@ def test_entropies_match_definition():
     h = entropies(m, np.ascontiguousarray(m.T), np.arange(4), n_patterns=3)
     assert h[0] == pytest.approx(1.5)  # patterns 0,0,1,2 -> 1/2,1/4,1/4
     assert h[1] == pytest.approx(-(0.25 * np.log2(0.25) + 0.75 * np.log2(0.75)))
-    big = (
-        np.random.default_rng(0).integers(0, 243, size=(30, 500)).astype(np.uint8)
-    )  # 30 guesses x 500 answers
+    # 30 guesses x 500 answers
+    big = np.random.default_rng(0).integers(0, 243, size=(30, 500)).astype(np.uint8)
     by_answer = np.ascontiguousarray(big.T)
+    # small kernel, large kernel, trivial
     for cands in (
         np.arange(20),
         np.arange(0, 500, 3),
         np.array([7]),
-    ):  # small kernel, large kernel, trivial
+    ):
         ref = [_reference_bits(big[g, cands]) for g in range(30)]
         assert entropies(big, by_answer, cands) == pytest.approx(ref)
         sub = np.array([3, 1, 29])

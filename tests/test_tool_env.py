@@ -33,9 +33,8 @@ def test_the_game_through_the_guess_tool_keeps_the_secret_until_the_end(where, r
     assert texts[0].startswith("SLATE: XXYXG") and "Refused (not in word list)" in texts[1]
     assert not any("abide" in t.lower() for t in [seen, *texts]) and env.get_reward() == 0.0
     assert "answer" not in env.state and not env.state["done"]
-    assert (
-        env.guess(" ABIDE ").endswith("You won!") and env.get_reward() == 3.0
-    )  # won in 4 turns: 7 - 4
+    # won in 4 turns: 7 - 4
+    assert env.guess(" ABIDE ").endswith("You won!") and env.get_reward() == 3.0
     with pytest.raises(ValueError, match="game is over"):
         env.guess("crane")
     env.reset(answer="crane")  # the same instance, reused by TRL across batches

@@ -87,9 +87,8 @@ def test_word_soft_targets_are_the_fitting_answers(word_micro, data, words, tmp_
     assert len(batch["soft_index"]) > len(examples)
     for (b, t), p in zip(batch["soft_index"].tolist(), batch["soft_probs"]):
         nxt = int(ids[b, t + 1])
-        assert (
-            labels[b, t + 1] == nxt and nxt in answer_of
-        )  # the logit that predicts an imitated answer word
+        # the logit that predicts an imitated answer word
+        assert labels[b, t + 1] == nxt and nxt in answer_of
         guess = answer_of[nxt]
         k = [g for g, _ in histories[b]].index(guess)
         fits = {a for a in words.answers if all(score(g, a) == pat for g, pat in histories[b][:k])}
@@ -137,9 +136,8 @@ def test_sft_with_word_tokens_lowers_both_losses_and_decodes_consistently(
 
 def test_guess_constraint_with_word_tokens_allows_whole_words():
     tok = build_tokenizer(word_tokens="answers")
-    prefix = guess_prefixes(
-        ["abide", "abbey", "crane", "aahed"], "</guess>"
-    )  # aahed: allowed, not an answer
+    # aahed: allowed, not an answer
+    prefix = guess_prefixes(["abide", "abbey", "crane", "aahed"], "</guess>")
     prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt + tok("<guess>", add_special_tokens=False)["input_ids"]])
     scores = GuessConstraint(tok, NT, len(prompt), [prefix])(ids, torch.zeros(1, len(tok)))

@@ -144,9 +144,8 @@ class RemoteEnv(WordleClient):
         except RuntimeError:
             self._io.close()
             return None
-        return (
-            super().close()
-        )  # OpenEnv closing the client from its own loop (after a failed connect): awaitable
+        # OpenEnv closing the client from its own loop (after a failed connect): awaitable
+        return super().close()
 
     def __enter__(self) -> RemoteEnv:
         return self

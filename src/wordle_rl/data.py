@@ -231,9 +231,8 @@ def save_dataset(rows: list[dict], out_dir: str | Path, name: str) -> Path:
     disable_progress_bar()
     out_dir = Path(out_dir)
     write_jsonl(rows, out_dir / f"{name}.jsonl")
-    keys = list(
-        dict.fromkeys(k for r in rows for k in r if not k.startswith("_"))
-    )  # games and exercises alike
+    # games and exercises alike
+    keys = list(dict.fromkeys(k for r in rows for k in r if not k.startswith("_")))
     Dataset.from_list([{k: r.get(k) for k in keys} for r in rows]).save_to_disk(str(out_dir / "hf"))
     return out_dir / f"{name}.jsonl"
 

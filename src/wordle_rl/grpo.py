@@ -139,9 +139,8 @@ class ValEvalCallback(TrainerCallback):
             or state.global_step % self.cfg.eval_val_every
         ):
             return control
-        if (
-            not self.trainer.accelerator.is_main_process
-        ):  # one val record per step, whatever the process count
+        # one val record per step, whatever the process count
+        if not self.trainer.accelerator.is_main_process:
             return control
         from wordle_rl.evaluate import EvalConfig, ModelPolicy, run_eval
         from wordle_rl.splits import Splits
@@ -220,11 +219,12 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
             None if cfg.env_url else RewardContext(),
             cfg.env_url,
         )
+        # the environment owns the reward
         rollout, reward_funcs, cfg.reward_weights = (
             None,
             None,
             None,
-        )  # the environment owns the reward
+        )
     elif cfg.rollout == "branch":
         dataset = Dataset.from_list(prompts)
         rollout, reward_funcs = BranchRollout(cfg, rows, tok), [game_return_reward]

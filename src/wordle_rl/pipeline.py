@@ -112,6 +112,7 @@ class Runner:
         from wordle_rl.evaluate import EvalConfig
 
         c = self.cfg
+        # one train sample is enough
         return EvalConfig(
             split=split,
             splits=str(self.paths["splits"]),
@@ -123,7 +124,7 @@ class Runner:
             threads=c.threads,
             seed=c.seed,
             train_sample=split == c.eval.splits[0],
-        )  # one train sample is enough
+        )
 
     def _answers(self, sp, split: str):
         answers = sp.answers(split)

@@ -62,9 +62,8 @@ class _Episode:
     mask: list[int] = field(default_factory=list)  # 1: generated (trained), 0: environment tokens
     logps: list[float] = field(default_factory=list)
     errors: list[str | None] = field(default_factory=list)
-    moves: list[tuple[str | None, str | None]] = field(
-        default_factory=list
-    )  # (guess, pattern) per turn
+    # (guess, pattern) per turn
+    moves: list[tuple[str | None, str | None]] = field(default_factory=list)
     result: dict = field(default_factory=dict)
 
 
@@ -87,9 +86,8 @@ class WordleRollout:
         self.weights = RewardWeights.from_any(cfg.reward_preset)
         from accelerate import PartialState
 
-        rank = (
-            PartialState().process_index
-        )  # each process of a multi-process run draws its own rows and states
+        # each process of a multi-process run draws its own rows and states
+        rank = PartialState().process_index
         self.rng = np.random.default_rng(cfg.seed if rank == 0 else [cfg.seed, rank])
         self.last_stats: dict[str, float] = {}
         self.last_rows: list[
@@ -181,9 +179,8 @@ class WordleRollout:
         ep.errors.append(step.info["error"])
         ep.moves.append((step.info.get("guess"), step.info.get("pattern")))
         if step.done:
-            if (
-                forced
-            ):  # a turn cut off at max_turn_tokens is closed by the environment, not the model
+            # a turn cut off at max_turn_tokens is closed by the environment, not the model
+            if forced:
                 ep.comp_ids.append(eos)
                 ep.mask.append(0)
                 if logps is not None:

@@ -108,9 +108,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         super().__init__()
         self.game = WordleEnv(config, ctx=ctx)
         self.allow_answer = allow_answer
-        self._secrets = (
-            secrets.SystemRandom()
-        )  # blind mode: the operating system's randomness, not a client seed
+        # blind mode: the operating system's randomness, not a client seed
+        self._secrets = secrets.SystemRandom()
         self.episode_id: str | None = None
         self.step_count = 0
         self.started = False
@@ -316,9 +315,8 @@ def build_app(config: ServerConfig | None = None, words: WordList | None = None)
         max_concurrent_envs=config.max_sessions,
         state_cls=WordleState,
     )
-    app.add_exception_handler(
-        ValueError, _bad_request
-    )  # the environment's refusals are the client's error
+    # the environment's refusals are the client's error
+    app.add_exception_handler(ValueError, _bad_request)
     return GuardMiddleware(app, config.max_message_bytes, config.idle_timeout_s)
 
 

@@ -158,9 +158,8 @@ class WordleSFTConfig(SFTConfig):
         if self.soft_target_weight < 0:
             raise ValueError(f"soft_target_weight must be >= 0, got {self.soft_target_weight}")
         super().__post_init__()
-        schedule = getattr(
-            self.lr_scheduler_type, "value", self.lr_scheduler_type
-        )  # an enum after TRL's init
+        # an enum after TRL's init
+        schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)
         if self.lr_schedule_follows_budget and schedule != "cosine":
             raise ValueError(
                 f"lr_schedule_follows_budget needs lr_scheduler_type='cosine', got {schedule!r}"

@@ -279,10 +279,11 @@ def generate_sft(
             if r < cfg.random_first_share:
                 first = ("random_first", rng.choice(words.allowed))
             elif r < cfg.random_first_share + cfg.opener_share or solver.name == "random":
+                # the random solver never opens with a random word
                 first = (
                     "opener",
                     rng.choice(openers),
-                )  # the random solver never opens with a random word
+                )
             random_second = rng.random() < cfg.random_second_share
 
         def policy(
@@ -317,17 +318,14 @@ def generate_sft(
         history, reasons = play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
         played = list(history)
         kind = kinds[0]
-        if (
-            refuse_at is not None and len(kinds) > 1
-        ):  # a single kind draws nothing: the same games as before
+        # a single kind draws nothing: the same games as before
+        if refuse_at is not None and len(kinds) > 1:
             kind = rng.choices(kinds, list(refused_kinds.values()))[0]
-        if (
-            refuse_at is not None and kind != "misspelt"
-        ):  # blends and repeats follow feedback: any later turn
+        # blends and repeats follow feedback: any later turn
+        if refuse_at is not None and kind != "misspelt":
             refuse_at = rng.randrange(1, len(history)) if len(history) > 1 else None
-        if refuse_at is not None and refuse_at < len(
-            history
-        ):  # a refused move costs a turn (lose_turn)
+        # a refused move costs a turn (lose_turn)
+        if refuse_at is not None and refuse_at < len(history):
             text, msg, kind = _refused_move(
                 style, entropy, history[:refuse_at], history[refuse_at][0], kind, rng
             )
@@ -342,10 +340,11 @@ def generate_sft(
         thinks = [text for _, text in reasons] if style.uses_think else None
         messages = render_conversation(style, history, thinks=thinks)
         for k, (reason, _) in enumerate(reasons):
+            # shown as context, never imitated (see the chat template)
             if reason in (
                 "explore",
                 "refused",
-            ):  # shown as context, never imitated (see the chat template)
+            ):
                 messages[2 + 2 * k]["train"] = False
         won = played[-1][0] == answer
         if won:

@@ -272,9 +272,8 @@ class SoftTargetCollator:
                 for offset, p in self._targets(
                     history, k, history[k][0], ex["input_ids"][start:end]
                 ):
-                    index.append(
-                        (b, start + offset)
-                    )  # the logit one position before a token predicts it
+                    # the logit one position before a token predicts it
+                    index.append((b, start + offset))
                     probs.append(p)
         batch = self.base(examples)
         batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
@@ -363,9 +362,8 @@ class SftBatches:
                 f"of {path}"
             )
         self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
-        pad = DataCollatorForLanguageModeling(
-            pad_token_id=tokenizer.pad_token_id
-        )  # as `wordle-rl sft` pads
+        # as `wordle-rl sft` pads
+        pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)
         self.collate = SoftTargetCollator(pad, tokenizer) if soft else pad
 
     @property

@@ -142,10 +142,11 @@ def make_splits(
     )
 
 
+# what SFT games may end on: see SftConfig.protocol and check_leakage
 PROTOCOLS = (
     "open",
     "strict",
-)  # what SFT games may end on: see SftConfig.protocol and check_leakage
+)
 
 
 def check_protocol(protocol: str) -> None:
