@@ -210,7 +210,8 @@ def test_grpo_with_branch_rollouts_trains(trained_micro):
 
 def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro):
     """With branch_guided=k the first k moves of every group are sampled among the allowed words
-    that fit the state's feedback; the others stay the policy's own free samples."""
+    that fit the state's feedback; the others stay the policy's own free samples. With
+    branch_states="second" each group forms after the greedy game's first move."""
     from wordle_rl.game import consistent_with
     from wordle_rl.parser import parse
     from wordle_rl.rewards import as_history
@@ -228,6 +229,7 @@ def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro)
         max_turn_tokens=10,
         rollout="branch",
         branch_guided=2,
+        branch_states="second",
         temperature=1.5,
     )
     ro = BranchRollout(cfg, rows, tok)
@@ -238,6 +240,8 @@ def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro)
     out = ro(prompts, _trainer(model))
     allowed = set(load_word_lists().allowed)
     for i, row in enumerate(ro.last_rows):
+        start = rows[(0, 1, 2, 3)[i // 4]]["history"]  # "second": the state after one greedy move
+        assert row["history"][: len(start)] == start and len(row["history"]) <= len(start) + 1
         text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
         guess = parse(text, ro.style).guess
         if i % 4 < 2:

@@ -11,7 +11,8 @@ never meets. Here each group of ``num_generations`` completions is built at one 
 2. one decision of that game is drawn at random (before or at its first refused move, so the state
    is exact; ``branch_states="endgame"``: its first state in which the answer is the only answer
    word that fits; ``branch_states="mistake"``: the state of its first move that was refused or did
-   not fit the feedback so far);
+   not fit the feedback so far; ``branch_states="second"``: the state after its first move, which
+   every answer giving the same feedback shares);
 3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each
    game is then finished **greedily** by the current policy;
 4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k
@@ -134,6 +135,8 @@ class BranchRollout(WordleRollout):
             )
             if k is not None:
                 pool, mistakes = [states[k]], mistakes + 1
+            if self.cfg.branch_states == "second":  # after the first move: states answers share
+                pool = states[1:2] or states[:1]
             state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g

@@ -249,7 +249,7 @@ class GrpoSection:
     )
     branch_states: str = field(
         default_factory=_grpo("branch_states"),
-        metadata={"help": "branch: any, endgame or mistake states of the greedy game."},
+        metadata={"help": "branch: any, endgame, mistake or second states of the greedy game."},
     )
     use_vllm: bool = field(
         default_factory=_grpo("use_vllm"), metadata={"help": "Generate rollouts with vLLM."}
@@ -410,11 +410,14 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     bad = [s for s in cfg.eval.solvers if s not in SOLVERS]
     if bad:
         raise ConfigError(f"eval.solvers: {bad} not in {sorted(SOLVERS)}")
-    if cfg.grpo.rollout not in ("game", "branch", "tools"):
-        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not game, branch or tools")
-    if cfg.grpo.branch_states not in ("any", "endgame", "mistake"):
+    from wordle_rl.grpo_config import BRANCH_STATES, ROLLOUTS
+
+    if cfg.grpo.rollout not in ROLLOUTS:
+        raise ConfigError(f"grpo.rollout: {cfg.grpo.rollout!r} is not one of {', '.join(ROLLOUTS)}")
+    if cfg.grpo.branch_states not in BRANCH_STATES:
         raise ConfigError(
-            f"grpo.branch_states: {cfg.grpo.branch_states!r} is not any, endgame or mistake"
+            f"grpo.branch_states: {cfg.grpo.branch_states!r} is not one of "
+            f"{', '.join(BRANCH_STATES)}"
         )
     if cfg.grpo.enabled and cfg.grpo.num_generations < 2:
         raise ConfigError(

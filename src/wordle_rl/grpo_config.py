@@ -16,7 +16,10 @@ from trl import GRPOConfig
 
 from wordle_rl.prompts import DEFAULT_STYLE
 
-__all__ = ["WordleGRPOConfig", "vllm_missing"]
+__all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "BRANCH_STATES"]
+
+ROLLOUTS = ("game", "branch", "tools")
+BRANCH_STATES = ("any", "endgame", "mistake", "second")
 
 
 @dataclass
@@ -169,8 +172,8 @@ class WordleGRPOConfig(GRPOConfig):
         metadata={
             "help": "branch: any (a decision of the greedy game drawn at random), endgame (its "
             "first state in which the row's answer is the only answer word that fits, where there "
-            "is one) or mistake (the state of its first refused or non-fitting move, else as "
-            "endgame)."
+            "is one), mistake (the state of its first refused or non-fitting move, else as "
+            "endgame) or second (the state after its first move)."
         },
     )
     branch_guided: int = field(
@@ -213,8 +216,8 @@ class WordleGRPOConfig(GRPOConfig):
                 f"sft_coef={self.sft_coef} needs sft_data: the SFT games (`wordle-rl data sft`) "
                 "whose loss it weighs"
             )
-        if self.rollout not in ("game", "branch", "tools"):
-            raise ValueError(f"rollout must be 'game', 'branch' or 'tools', got {self.rollout!r}")
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
         if self.rollout == "tools" and self.curriculum:
             raise ValueError(
                 "rollout='tools' scores each game with the environment's strict return: it takes "
@@ -237,9 +240,10 @@ class WordleGRPOConfig(GRPOConfig):
             )
         if self.branch_guided and self.rollout != "branch":
             raise ValueError("branch_guided needs rollout='branch'")
-        if self.branch_states not in ("any", "endgame", "mistake"):
+        if self.branch_states not in BRANCH_STATES:
             raise ValueError(
-                f"branch_states must be 'any', 'endgame' or 'mistake', got {self.branch_states!r}"
+                f"branch_states must be one of {', '.join(BRANCH_STATES)}, got "
+                f"{self.branch_states!r}"
             )
         if not 0 <= self.return_shaping < 1:
             raise ValueError(f"return_shaping must be in [0, 1), got {self.return_shaping}")
