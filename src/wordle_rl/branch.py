@@ -96,6 +96,29 @@ class BranchRollout(WordleRollout):
         close = "]" if self.style.answer_format == "brackets" else "</guess>"
         return fitting_prefixes(self.ctx.words.allowed, self._encoded, as_history(history), close)
 
+    def _expected_return(self, history: list, guess: str | None, pattern: str | None) -> float:
+        """The return a move earns in expectation over the public answer words that fit
+        ``history``, the entropy solver finishing the game: ``max_turns + 1`` minus the turns
+        played before, this move, and the solver's expected guesses after it (a refused move
+        costs its turn and leaves the state as it was). It does not depend on the row's answer, so
+        it cannot teach that answers come from the RL rows' words."""
+        if not hasattr(self, "_critic"):
+            from wordle_rl.solvers import SearchSolver
+
+            self._critic = SearchSolver(
+                self.ctx.words, matrix=self.ctx.matrix, by_answer=self.ctx.by_answer
+            )
+        critic, hist = self._critic, as_history(history)
+        cands = self.ctx.candidates(hist)
+        if guess is None or pattern is None or len(cands) == 0:
+            after = 1.0 + (critic.greedy_value(cands) if len(cands) else 0.0)
+        else:
+            g = self.ctx.words.allowed_index[guess]
+            after = 1.0 + sum(
+                len(p) / len(cands) * critic.greedy_value(p) for p in critic._parts(g, cands)
+            )
+        return float(self.cfg.max_turns + 1 - len(hist) - after)
+
     def _guided_stats(self, returns: list[float]) -> dict:
         """Mean return of the guided and of the sampled moves (when groups have guided moves)."""
         g, k = self.cfg.num_generations, self.cfg.branch_guided
@@ -149,14 +172,16 @@ class BranchRollout(WordleRollout):
         games = self.play(model, [], sample_turns=1, rows=branch_rows, first_prefixes=guides)
         self.last_rows = branch_rows
         returns = [
-            game_return(
+            self._expected_return(row["history"], *x["moves"][0])
+            if self.cfg.branch_reward == "expected"
+            else game_return(
                 x["won"],
                 x["turns"],
                 self.cfg.max_turns,
                 legal_share=float(np.mean([e is None for e in x["errors"]])),
                 shaping=self.cfg.return_shaping,
             )
-            for x in games
+            for x, row in zip(games, branch_rows)
         ]
         first = [
             x["env_mask"].index(0) if 0 in x["env_mask"] else len(x["env_mask"]) for x in games
