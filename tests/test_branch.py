@@ -38,7 +38,7 @@ def _play(answer: str, moves: list[str]) -> tuple[bool, int, float]:
     return env.won, env.turns_used, sum(e is None for e in errors) / len(errors)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from(["pious", "abbey", "nymph"]),
     MOVES,
