@@ -252,3 +252,32 @@ def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro)
         WordleGRPOConfig(output_dir="unused", rollout="branch", branch_guided=8)
     with pytest.raises(ValueError, match="needs rollout='branch'"):
         WordleGRPOConfig(output_dir="unused", branch_guided=1)
+
+
+@pytest.mark.parametrize("reward", ["expected", "expected-candidate"])
+def test_expected_return_scores_a_move_from_the_state_alone(trained_micro, reward):
+    """branch_reward=expected*: a move's return is max_turns + 1 minus the turns before it, itself,
+    and the solver's expected guesses after it, over the public answer words that fit."""
+    from wordle_rl.rewards import as_history
+
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        output_dir=str(root / "e"),
+        rollout="branch",
+        branch_reward=reward,
+    )
+    ro = BranchRollout(cfg, load_rl_rows(root / "rl"), tok)
+    answers = ro.ctx.words.answers
+    for a in answers:  # a state two answer words fit
+        h = [[g, pattern_to_str(score(g, a))] for g in ("crane", "moist")]
+        cands = ro.ctx.candidates(as_history(h))
+        if len(cands) == 2:
+            break
+    one, other = (answers[int(i)] for i in cands)
+    mine = pattern_to_str(score(one, other))
+    assert ro._expected_return(h, one, mine) == 7 - 2 - 1.5  # wins now half the time, else next
+    assert ro._expected_return(h, "xxxxx", None) == 7 - 2 - 2.5  # refused: a turn lost
+    assert ro._expected_return([], "crane", "XXXXX") > ro._expected_return([], "fuzzy", "XXXXX")

@@ -33,7 +33,8 @@ import numpy as np
 from wordle_rl.decoding import fitting_prefixes
 from wordle_rl.game import consistent_with
 from wordle_rl.rewards import as_history, game_return
-from wordle_rl.rollout import ROW_KEY, WordleRollout
+from wordle_rl.rollout import ROW_KEY, WordleRollout, move_error_rates
+from wordle_rl.solvers import SearchSolver
 from wordle_rl.words import encode_words
 
 __all__ = ["BranchRollout", "game_return_reward"]
@@ -75,6 +76,14 @@ def decision_states(row: dict, moves: list[tuple[str | None, str | None]]) -> li
     return states
 
 
+class CandidateCritic(SearchSolver):
+    """Expected guesses (:meth:`SearchSolver.greedy_value`) when the candidate solver finishes:
+    each move the most informative word among the answers that still fit, as in the SFT games."""
+
+    def best(self, cands, valid=None, history=None) -> int:
+        return super().best(cands, self.words.answer_to_allowed[cands], history)
+
+
 class BranchRollout(WordleRollout):
     """The ``rollout_func`` of ``rollout="branch"``: per group, a greedy game, one drawn state,
     sampled moves there, greedy finishes; the completion is the sampled move, the reward its game's
@@ -103,11 +112,10 @@ class BranchRollout(WordleRollout):
         costs its turn and leaves the state as it was). It does not depend on the row's answer, so
         it cannot teach that answers come from the RL rows' words."""
         if not hasattr(self, "_critic"):
-            from wordle_rl.solvers import SearchSolver
-
-            self._critic = SearchSolver(
-                self.ctx.words, matrix=self.ctx.matrix, by_answer=self.ctx.by_answer
+            cls = (
+                CandidateCritic if self.cfg.branch_reward == "expected-candidate" else SearchSolver
             )
+            self._critic = cls(self.ctx.words, matrix=self.ctx.matrix, by_answer=self.ctx.by_answer)
         critic, hist = self._critic, as_history(history)
         cands = self.ctx.candidates(hist)
         if guess is None or pattern is None or len(cands) == 0:
@@ -173,7 +181,7 @@ class BranchRollout(WordleRollout):
         self.last_rows = branch_rows
         returns = [
             self._expected_return(row["history"], *x["moves"][0])
-            if self.cfg.branch_reward == "expected"
+            if self.cfg.branch_reward.startswith("expected")
             else game_return(
                 x["won"],
                 x["turns"],
@@ -201,34 +209,11 @@ class BranchRollout(WordleRollout):
                 **self._guided_stats(returns),
                 "wordle/branch_depth": float(np.mean(depths)),
                 "wordle/branch_on_mistake": mistakes / len(greedy),
-                "wordle/invalid_word_rate": float(
-                    np.mean([e == "not_in_word_list" for e in moves])
-                ),
-                "wordle/repeated_guess_rate": float(
-                    np.mean([e == "repeated_guess" for e in moves])
-                ),
-                "wordle/format_error_rate": float(
-                    np.mean(
-                        [
-                            e
-                            not in (
-                                None,
-                                "not_in_word_list",
-                                "repeated_guess",
-                                "hard_mode_violation",
-                            )
-                            for e in moves
-                        ]
-                    )
-                ),
+                **move_error_rates(moves),
                 "wordle/episodes_per_s": len(games) / (time.perf_counter() - t0),
             }
         )
-        metrics = getattr(trainer, "_metrics", None)
-        if metrics is not None:
-            for k, v in self.last_stats.items():
-                if k.startswith("wordle/"):
-                    metrics["train"][k].append(v)
+        self.log_stats(trainer)
         return {
             "prompt_ids": [x["prompt_ids"] for x in games],
             "completion_ids": [x["completion_ids"][:k] for x, k in zip(games, first)],

@@ -181,7 +181,8 @@ class WordleGRPOConfig(GRPOConfig):
         metadata={
             "help": "branch: game (the strict return of the game the policy finishes) or expected "
             "(the expected return over the public answer words that fit, the entropy solver "
-            "finishing: it does not depend on which answer the row targets)."
+            "finishing: it does not depend on which answer the row targets) or expected-candidate "
+            "(the same with the candidate solver the SFT games imitate finishing)."
         },
     )
     branch_guided: int = field(
@@ -246,8 +247,11 @@ class WordleGRPOConfig(GRPOConfig):
                 f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
                 "keeps at least one move sampled from the policy itself"
             )
-        if self.branch_reward not in ("game", "expected"):
-            raise ValueError(f"branch_reward must be game or expected, got {self.branch_reward!r}")
+        if self.branch_reward not in ("game", "expected", "expected-candidate"):
+            raise ValueError(
+                "branch_reward must be game, expected or expected-candidate, got "
+                f"{self.branch_reward!r}"
+            )
         if self.branch_guided and self.rollout != "branch":
             raise ValueError("branch_guided needs rollout='branch'")
         if self.branch_states not in BRANCH_STATES:

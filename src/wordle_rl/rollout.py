@@ -67,6 +67,22 @@ class _Episode:
     result: dict = field(default_factory=dict)
 
 
+def move_error_rates(errors: list[str | None]) -> dict[str, float]:
+    """Shares of moves refused as non-words, repeats, or for their format (``None``: a played move).
+
+    >>> rates = move_error_rates([None, "not_in_word_list", "repeated_guess", "no_guess"])
+    >>> sorted(rates.values())
+    [0.25, 0.25, 0.25]
+    """
+    other = (None, "not_in_word_list", "repeated_guess", "hard_mode_violation")
+    n = max(len(errors), 1)
+    return {
+        "wordle/invalid_word_rate": sum(e == "not_in_word_list" for e in errors) / n,
+        "wordle/repeated_guess_rate": sum(e == "repeated_guess" for e in errors) / n,
+        "wordle/format_error_rate": sum(e not in other for e in errors) / n,
+    }
+
+
 class WordleRollout:
     """The ``rollout_func``: whole games, batched per turn, with env tokens masked and per-game
     rewards."""
@@ -342,6 +358,14 @@ class WordleRollout:
             active = still
         return self._finish(eps, with_logprobs)
 
+    def log_stats(self, trainer) -> None:
+        """Append this rollout's ``wordle/*`` statistics to the trainer's logged metrics."""
+        metrics = getattr(trainer, "_metrics", None)
+        if metrics is not None:
+            for k, v in self.last_stats.items():
+                if k.startswith("wordle/"):
+                    metrics["train"][k].append(v)
+
     def depth_curriculum(self, row_ids: list[int], step: int) -> list[int]:
         """Swap whole groups' rows for deep-history rows with probability ``1 - step /
         depth_curriculum_steps``."""
@@ -393,26 +417,7 @@ class WordleRollout:
                 "wordle/mean_guesses_on_wins": float(np.mean([x["turns"] for x in won]))
                 if won
                 else 0.0,
-                "wordle/repeated_guess_rate": float(
-                    np.mean([e == "repeated_guess" for e in moves])
-                ),
-                "wordle/format_error_rate": float(
-                    np.mean(
-                        [
-                            e
-                            not in (
-                                None,
-                                "not_in_word_list",
-                                "repeated_guess",
-                                "hard_mode_violation",
-                            )
-                            for e in moves
-                        ]
-                    )
-                ),
-                "wordle/invalid_word_rate": float(
-                    np.mean([e == "not_in_word_list" for e in moves])
-                ),
+                **move_error_rates(moves),
                 "wordle/episodes_per_s": len(games) / dt,
                 "wordle/tokens_per_s": self.last_stats["gen_tokens"] / dt,
                 "wordle/resample_rounds": tries,
@@ -421,11 +426,7 @@ class WordleRollout:
                 ),
             }
         )
-        metrics = getattr(trainer, "_metrics", None)
-        if metrics is not None:
-            for k, v in self.last_stats.items():
-                if k.startswith("wordle/"):
-                    metrics["train"][k].append(v)
+        self.log_stats(trainer)
         out = {
             "prompt_ids": [x["prompt_ids"] for x in games],
             "completion_ids": [x["completion_ids"] for x in games],
