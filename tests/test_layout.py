@@ -33,7 +33,7 @@ def test_lines_are_at_most_100_characters():
 
 
 def test_no_experiment_history_under_src():
-    history = re.compile(r"RESULTS\.md|\bround \d|\bsession \d|\bp = 0\.\d", re.IGNORECASE)
+    history = re.compile(r"RESULTS\.md|\b[Rr]ound \d|\b[Ss]ession \d|\bp = 0\.\d")
     hits = [
         f"{p.relative_to(ROOT)}:{i}"
         for p in (ROOT / "src").rglob("*.py")
