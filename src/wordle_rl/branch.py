@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from wordle_rl.decoding import fitting_prefixes
+from wordle_rl.decoding import fitting_prefixes, guess_tags
 from wordle_rl.game import consistent_with
 from wordle_rl.rewards import as_history, game_return
 from wordle_rl.rollout import ROW_KEY, WordleRollout, move_error_rates
@@ -102,7 +102,7 @@ class BranchRollout(WordleRollout):
         """The guesses a guided move may spell: the allowed words that fit ``history``."""
         if not hasattr(self, "_encoded"):
             self._encoded = encode_words(list(self.ctx.words.allowed))
-        close = "]" if self.style.answer_format == "brackets" else "</guess>"
+        close = guess_tags(self.style)[1]
         return fitting_prefixes(self.ctx.words.allowed, self._encoded, as_history(history), close)
 
     def _expected_return(self, history: list, guess: str | None, pattern: str | None) -> float:
@@ -173,9 +173,10 @@ class BranchRollout(WordleRollout):
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
         guides = None
         if self.cfg.branch_guided:
+            fits = [self._fitting(row["history"]) for row in branch_rows[::g]]  # once per state
             guides = [
-                self._fitting(row["history"]) if k % g < self.cfg.branch_guided else None
-                for k, row in enumerate(branch_rows)
+                fits[k // g] if k % g < self.cfg.branch_guided else None
+                for k in range(len(branch_rows))
             ]
         games = self.play(model, [], sample_turns=1, rows=branch_rows, first_prefixes=guides)
         self.last_rows = branch_rows

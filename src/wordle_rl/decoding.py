@@ -10,13 +10,36 @@ the turn once the tag is closed; it works with any tokenizer.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from wordle_rl.game import score_pairs
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.words import encode_words
 
-__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes"]
+__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes", "guess_tags"]
+
+
+def guess_tags(style: PromptStyle) -> tuple[str, str]:
+    """The text that opens and closes a guess in this style.
+
+    >>> guess_tags(PromptStyle("xml")), guess_tags(PromptStyle("brackets"))
+    (('<guess>', '</guess>'), ('[', ']'))
+    """
+    return ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
+
+
+@lru_cache(maxsize=8)
+def _spelling_tokens(tokenizer, chars: frozenset[str]) -> tuple[tuple[int, str], ...]:
+    """The (id, text) of every token whose text is made of ``chars`` only (a scan of the whole
+    vocabulary, done once per tokenizer)."""
+    out = []
+    for i, t in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
+        s = tokenizer.convert_tokens_to_string([t]) if t is not None else ""
+        if s and set(s) <= chars:
+            out.append((i, s))
+    return tuple(out)
 
 
 class GuessConstraint:
@@ -40,19 +63,12 @@ class GuessConstraint:
     ):
         self.whole = whole
         self.tok = tokenizer
-        self.open, self.close = (
-            ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
-        )
+        self.open, self.close = guess_tags(style)
         self.prompt_len = prompt_len
         self.prefix_sets = prefix_sets
         self.eos = tokenizer.eos_token_id
-        allowed_chars = set("abcdefghijklmnopqrstuvwxyz") | set(self.close) | set(self.open)
-        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        self.cands = []
-        for i, t in enumerate(vocab):
-            s = tokenizer.convert_tokens_to_string([t]) if t is not None else ""
-            if s and set(s) <= allowed_chars:
-                self.cands.append((i, s))
+        chars = frozenset("abcdefghijklmnopqrstuvwxyz" + self.close + self.open)
+        self.cands = _spelling_tokens(tokenizer, chars)
 
     def __call__(self, input_ids, scores):
         import torch

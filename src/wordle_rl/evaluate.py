@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.audit import TrainingIndex, audit_games, audit_summary
-from wordle_rl.decoding import GuessConstraint, fitting_prefixes, guess_prefixes
+from wordle_rl.decoding import GuessConstraint, fitting_prefixes, guess_prefixes, guess_tags
 from wordle_rl.env import EnvConfig, WordleEnv
 from wordle_rl.eval_tables import report_markdown
 from wordle_rl.game import str_to_pattern
@@ -124,9 +124,10 @@ class ModelPolicy:
         self.decode, self.temperature, self.max_new_tokens = decode, temperature, max_new_tokens
         self.batch_size, self.seed, self.name = batch_size, seed, name
         self.calls = 0
-        close = "]" if style.answer_format == "brackets" else "</guess>"
-        self._close = close
-        self._allowed_prefixes = guess_prefixes(words.allowed, close) if decode != "free" else None
+        self._close = guess_tags(style)[1]
+        self._allowed_prefixes = (
+            guess_prefixes(words.allowed, self._close) if decode != "free" else None
+        )
         self._enc = encode_words(list(words.allowed))
 
     def _prefix_set(self, env: WordleEnv) -> set[str]:
