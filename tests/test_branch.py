@@ -281,3 +281,46 @@ def test_expected_return_scores_a_move_from_the_state_alone(trained_micro, rewar
     assert ro._expected_return(h, one, mine) == 7 - 2 - 1.5  # wins now half the time, else next
     assert ro._expected_return(h, "xxxxx", None) == 7 - 2 - 2.5  # refused: a turn lost
     assert ro._expected_return([], "crane", "XXXXX") > ro._expected_return([], "fuzzy", "XXXXX")
+
+
+def test_fits_reward_scores_the_sampled_move_alone(trained_micro):
+    """branch_reward=fits: each branch is the sampled move and nothing after it (the game is not
+    finished), and its return is 1 exactly when that move is a public answer word that fits every
+    feedback of the group's state."""
+    from wordle_rl.game import consistent_with
+    from wordle_rl.parser import parse
+    from wordle_rl.rewards import as_history
+
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    rows = load_rl_rows(root / "rl")
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        output_dir=str(root / "f"),
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_turn_tokens=10,
+        rollout="branch",
+        branch_reward="fits",
+        temperature=1.5,
+    )
+    ro = BranchRollout(cfg, rows, tok)
+    torch.manual_seed(0)
+    prompts = [
+        [{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1, 2, 3) for _ in "abcd"
+    ]
+    out = ro(prompts, _trainer(model))
+    answers = set(ro.ctx.words.answers)
+    paid = 0
+    for i, row in enumerate(ro.last_rows):
+        text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
+        guess = parse(text, ro.style, words=ro.ctx.words).guess
+        fits = guess in answers and consistent_with(as_history(row["history"]), guess)
+        assert out["episode_return"][i] == float(fits), (guess, row["history"])
+        assert out["won"][i] == (guess == row["answer"])
+        assert out["turns"][i] == len(row["history"]) + 1  # one move played from the state
+        paid += fits
+    assert paid < len(out["episode_return"])  # a hot micro model misses
+    with pytest.raises(ValueError, match="branch_reward must be one of"):
+        WordleGRPOConfig(output_dir="unused", rollout="branch", branch_reward="answer")

@@ -186,7 +186,9 @@ def test_vllm_turn_loop_builds_the_same_episodes_with_aligned_logprobs(trained_m
 
 def test_vllm_without_cuda_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="use_vllm needs a CUDA GPU"):
-        WordleGRPOConfig(use_vllm=True, output_dir="unused")
+        WordleGRPOConfig(use_vllm=True, rollout="game", output_dir="unused")
+    with pytest.raises(ValueError, match="rollout='moves' samples its groups' moves with the"):
+        WordleGRPOConfig(use_vllm=True, output_dir="unused")  # the default rollout
 
 
 def test_zero_spread_group_is_reported(trained_micro):
@@ -240,6 +242,7 @@ def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
         reward_preset="format",
         curriculum="step",
         curriculum_steps=2,
+        rollout="game",
     )
     run_grpo(cfg)
     log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]

@@ -32,7 +32,7 @@ import numpy as np
 
 from wordle_rl.decoding import fitting_prefixes, guess_tags
 from wordle_rl.game import consistent_with
-from wordle_rl.rewards import as_history, game_return
+from wordle_rl.rewards import as_history, game_return, move_fits
 from wordle_rl.rollout import ROW_KEY, WordleRollout, move_error_rates
 from wordle_rl.solvers import SearchSolver
 from wordle_rl.words import encode_words
@@ -178,10 +178,20 @@ class BranchRollout(WordleRollout):
                 fits[k // g] if k % g < self.cfg.branch_guided else None
                 for k in range(len(branch_rows))
             ]
-        games = self.play(model, [], sample_turns=1, rows=branch_rows, first_prefixes=guides)
+        fits = self.cfg.branch_reward == "fits"  # the move alone is scored: no game to finish
+        games = self.play(
+            model,
+            [],
+            sample_turns=1,
+            rows=branch_rows,
+            first_prefixes=guides,
+            max_moves=1 if fits else None,
+        )
         self.last_rows = branch_rows
         returns = [
-            self._expected_return(row["history"], *x["moves"][0])
+            move_fits(x["moves"][0][0], row["history"], self.ctx.words)
+            if fits
+            else self._expected_return(row["history"], *x["moves"][0])
             if self.cfg.branch_reward.startswith("expected")
             else game_return(
                 x["won"],

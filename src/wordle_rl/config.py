@@ -245,11 +245,19 @@ class GrpoSection:
         metadata={"help": "Weight of the GRPO loss (0: the SFT loss alone, an ablation)."},
     )
     rollout: str = field(
-        default_factory=_grpo("rollout"), metadata={"help": "game, branch or tools."}
+        default_factory=_grpo("rollout"), metadata={"help": "game, branch, moves or tools."}
     )
     branch_states: str = field(
         default_factory=_grpo("branch_states"),
         metadata={"help": "branch: any, endgame, mistake or second states of the greedy game."},
+    )
+    branch_reward: str = field(
+        default_factory=_grpo("branch_reward"),
+        metadata={"help": "branch: game, expected, expected-candidate or fits."},
+    )
+    scale_rewards: str = field(
+        default_factory=_grpo("scale_rewards"),
+        metadata={"help": "Advantages divided by the group's reward std (group) or not (none)."},
     )
     use_vllm: bool = field(
         default_factory=_grpo("use_vllm"), metadata={"help": "Generate rollouts with vLLM."}

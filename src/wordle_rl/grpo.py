@@ -25,6 +25,7 @@ from trl import GRPOTrainer
 
 from wordle_rl.branch import BranchRollout, game_return_reward
 from wordle_rl.grpo_config import WordleGRPOConfig, vllm_missing
+from wordle_rl.move_rollout import MoveRollout, fits_reward
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.reward_funcs import RewardCurriculum, make_reward_funcs
 from wordle_rl.rewards import RewardWeights
@@ -59,13 +60,19 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
 class WordleGRPOTrainer(GRPOTrainer):
     """TRL's ``GRPOTrainer`` plus, when ``sft_batches`` is given, ``sft_coef`` times the SFT loss of
     one batch of solver games at every optimisation step (logged as ``sft/hard_loss`` and
-    ``sft/soft_loss``)."""
+    ``sft/soft_loss``); with ``advantage_sign="negative"`` positive advantages are set to 0."""
 
     def __init__(self, *args, sft_batches=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.sft_batches = sft_batches
         self._sft_draw = (-1, 0)  # (global step, micro-batches drawn in it)
         self.last_sft_games: list[int] = []  # the SFT games of this process's last batch
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        if self.args.advantage_sign == "negative":  # only moves worse than their group's mean
+            out["advantages"] = out["advantages"].clamp(max=0.0)
+        return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from wordle_rl.soft_targets import soft_target_losses
@@ -225,6 +232,10 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
             None,
             None,
         )
+    elif cfg.rollout == "moves":
+        dataset = Dataset.from_list(prompts)
+        rollout, reward_funcs = MoveRollout(cfg, rows, tok), [fits_reward]
+        cfg.reward_weights = [1.0]
     elif cfg.rollout == "branch":
         dataset = Dataset.from_list(prompts)
         rollout, reward_funcs = BranchRollout(cfg, rows, tok), [game_return_reward]

@@ -16,10 +16,19 @@ from trl import GRPOConfig
 
 from wordle_rl.prompts import DEFAULT_STYLE
 
-__all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "BRANCH_STATES"]
+__all__ = [
+    "WordleGRPOConfig",
+    "vllm_missing",
+    "ROLLOUTS",
+    "BRANCH_STATES",
+    "BRANCH_REWARDS",
+    "MOVES_FROM",
+]
 
-ROLLOUTS = ("game", "branch", "tools")
+ROLLOUTS = ("game", "branch", "moves", "tools")
+MOVES_FROM = ("sampled", "greedy")
 BRANCH_STATES = ("any", "endgame", "mistake", "second")
+BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits")
 
 
 @dataclass
@@ -78,9 +87,9 @@ class WordleGRPOConfig(GRPOConfig):
     )
     threads: int = field(default=2, metadata={"help": "torch CPU threads."})
     seed: int = field(default=0, metadata={"help": "Seed of rollouts, batches and dropout."})
-    max_steps: int = field(default=200, metadata={"help": "Optimizer steps."})
+    max_steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     time_budget_minutes: float | None = field(
-        default=40.0, metadata={"help": "Stop (and save) after this long."}
+        default=30.0, metadata={"help": "Stop (and save) after this long."}
     )
     num_generations: int = field(
         default=8, metadata={"help": "Games per prompt (a group); at least 2."}
@@ -88,8 +97,15 @@ class WordleGRPOConfig(GRPOConfig):
     per_device_train_batch_size: int = field(
         default=64, metadata={"help": "Games per step (multiple of groups)."}
     )
-    learning_rate: float = field(default=5e-5, metadata={"help": "Learning rate."})
-    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature of rollouts."})
+    learning_rate: float = field(default=2e-4, metadata={"help": "Learning rate."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of rollouts."})
+    scale_rewards: str = field(
+        default="none",
+        metadata={
+            "help": "Divide advantages by the group's reward std (group), the batch's (batch), or "
+            "not (none)."
+        },
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no reference model)."})
     logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=25, metadata={"help": "Checkpoint every N steps."})
@@ -159,12 +175,14 @@ class WordleGRPOConfig(GRPOConfig):
         },
     )
     rollout: str = field(
-        default="game",
+        default="moves",
         metadata={
             "help": "game: whole sampled games, one advantage per game; branch: groups of sampled "
             "moves at one state of the policy's own greedy game, each finished greedily, one "
-            "advantage per decision; tools: TRL's environment_factory, guesses as tool calls (chat "
-            "models with a tool-calling template)."
+            "advantage per decision; moves: groups of single moves sampled at one state of the "
+            "policy's own game (after refused moves too), each scored by whether it could still "
+            "be the answer; tools: TRL's environment_factory, guesses as tool calls (chat models "
+            "with a tool-calling template)."
         },
     )
     branch_states: str = field(
@@ -179,10 +197,12 @@ class WordleGRPOConfig(GRPOConfig):
     branch_reward: str = field(
         default="game",
         metadata={
-            "help": "branch: game (the strict return of the game the policy finishes) or expected "
+            "help": "branch: game (the strict return of the game the policy finishes), expected "
             "(the expected return over the public answer words that fit, the entropy solver "
-            "finishing: it does not depend on which answer the row targets) or expected-candidate "
-            "(the same with the candidate solver the SFT games imitate finishing)."
+            "finishing: it does not depend on which answer the row targets), expected-candidate "
+            "(the same with the candidate solver the SFT games imitate finishing) or fits (1 when "
+            "the move is a public answer word that fits every feedback so far, else 0; the game "
+            "is not finished)."
         },
     )
     branch_guided: int = field(
@@ -190,6 +210,21 @@ class WordleGRPOConfig(GRPOConfig):
         metadata={
             "help": "branch: completions per group whose move is sampled among the allowed words "
             "that fit the feedback (the policy's distribution restricted by the verifier)."
+        },
+    )
+    advantage_sign: str = field(
+        default="both",
+        metadata={
+            "help": "both: GRPO's group advantages; negative: only their negative part, so a "
+            "sampled move is only ever pushed down and the probability it frees goes to the other "
+            "moves in proportion to theirs (the policy's own ranking of the rest is kept)."
+        },
+    )
+    moves_from: str = field(
+        default="sampled",
+        metadata={
+            "help": "moves: the games whose states groups form at play every move sampled at the "
+            "rollout temperature (sampled) or greedily (greedy)."
         },
     )
     return_shaping: float = field(
@@ -232,10 +267,21 @@ class WordleGRPOConfig(GRPOConfig):
                 "rollout='tools' scores each game with the environment's strict return: it takes "
                 "no reward curriculum"
             )
-        if self.rollout == "branch" and (self.curriculum or getattr(self, "use_vllm", False)):
+        if self.rollout in ("branch", "moves") and (
+            self.curriculum or getattr(self, "use_vllm", False)
+        ):
             raise ValueError(
-                "rollout='branch' scores the strict game return with the trained model itself: it "
-                "takes no reward curriculum and no vLLM"
+                f"rollout={self.rollout!r} samples its groups' moves with the trained model "
+                "itself and scores them with its own reward: it takes no reward curriculum and no "
+                "vLLM"
+            )
+        if self.advantage_sign not in ("both", "negative"):
+            raise ValueError(
+                f"advantage_sign must be both or negative, got {self.advantage_sign!r}"
+            )
+        if self.moves_from not in MOVES_FROM:
+            raise ValueError(
+                f"moves_from must be one of {', '.join(MOVES_FROM)}, got {self.moves_from!r}"
             )
         if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
             raise ValueError(
@@ -247,9 +293,9 @@ class WordleGRPOConfig(GRPOConfig):
                 f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
                 "keeps at least one move sampled from the policy itself"
             )
-        if self.branch_reward not in ("game", "expected", "expected-candidate"):
+        if self.branch_reward not in BRANCH_REWARDS:
             raise ValueError(
-                "branch_reward must be game, expected or expected-candidate, got "
+                f"branch_reward must be one of {', '.join(BRANCH_REWARDS)}, got "
                 f"{self.branch_reward!r}"
             )
         if self.branch_guided and self.rollout != "branch":

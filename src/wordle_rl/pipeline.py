@@ -303,6 +303,8 @@ class Runner:
             rl_coef=t.rl_coef,
             rollout=t.rollout,
             branch_states=t.branch_states,
+            branch_reward=t.branch_reward,
+            scale_rewards=t.scale_rewards,
             sft_soft_target_weight=self.cfg.sft.soft_target_weight,
         )
 

@@ -118,7 +118,16 @@ def write_report(runner) -> Path:
             lines.append(f"![{p.stem}](plots/{p.name})")
     for stage, keys in (
         ("sft", ["loss", "mean_token_accuracy"]),
-        ("grpo", ["reward", "wordle/win_rate", "wordle/zero_spread_share", "frac_reward_zero_std"]),
+        (
+            "grpo",
+            [
+                "reward",
+                "wordle/win_rate",
+                "wordle/fits_rate",
+                "wordle/zero_spread_share",
+                "frac_reward_zero_std",
+            ],
+        ),
     ):
         log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
         if log_file.is_file():
@@ -270,7 +279,12 @@ def _training_lines(runner) -> list[str]:
 def _cumulative_wins(log: list[dict], batch: int, plots: Path) -> str:
     from wordle_rl.plots import _plt
 
-    pts = [(e["step"], e["wordle/win_rate"] * batch) for e in log if "wordle/win_rate" in e]
+    # a rollout that plays fewer whole games than completions logs how many (wordle/games)
+    pts = [
+        (e["step"], e["wordle/win_rate"] * e.get("wordle/games", batch))
+        for e in log
+        if "wordle/win_rate" in e
+    ]
     if not pts:
         return ""
     plt = _plt()

@@ -33,6 +33,7 @@ from wordle_rl.game import (
     GREEN,
     YELLOW,
     candidate_indices,
+    consistent_with,
     pattern_matrix,
     pattern_to_tiles,
     score,
@@ -53,6 +54,7 @@ __all__ = [
     "combine",
     "episode_components",
     "game_return",
+    "move_fits",
     "as_history",
     "completion_text",
     "default_context",
@@ -373,3 +375,19 @@ def game_return(
     if not 1 <= turns <= max_turns:
         raise ValueError(f"turns must be 1-{max_turns}, got {turns}")
     return float(max_turns + 1 - turns if won else 0) + shaping * legal_share
+
+
+def move_fits(guess: str | None, history, words: WordList) -> float:
+    """1.0 when ``guess`` is a public answer word that fits every feedback in ``history`` (it could
+    still be the answer), else 0.0: a refused move (``None``), a word outside the answer list, or
+    one the feedback rules out (found by re-scoring). It does not depend on which answer the game
+    has, so every word that could still be the answer earns the same.
+
+    >>> words = load_word_lists()
+    >>> history = [["crane", "XXGXG"]]
+    >>> [move_fits(g, history, words) for g in ("shake", "shame", "snake", "ahake", None)]
+    [1.0, 1.0, 0.0, 0.0, 0.0]
+    """
+    if guess is None or guess not in words.answer_index:
+        return 0.0
+    return float(consistent_with(as_history(history), guess))

@@ -64,6 +64,7 @@ class _Episode:
     errors: list[str | None] = field(default_factory=list)
     # (guess, pattern) per turn
     moves: list[tuple[str | None, str | None]] = field(default_factory=list)
+    turn: int = 0  # the game turn of the last move
     result: dict = field(default_factory=dict)
 
 
@@ -106,14 +107,12 @@ class WordleRollout:
         rank = PartialState().process_index
         self.rng = np.random.default_rng(cfg.seed if rank == 0 else [cfg.seed, rank])
         self.last_stats: dict[str, float] = {}
-        self.last_rows: list[
-            dict
-        ] = []  # the rows ({answer, history}) of the games of the last call
+        # the rows ({answer, history}) of the games of the last call
+        self.last_rows: list[dict] = []
         # special tokens other than end-of-turn would break the turn structure: never sample them
         self._suppress = sorted(set(tokenizer.all_special_ids) - {tokenizer.eos_token_id})
-        self.record_logprobs = (
-            False  # keep each sampled token's log-probability (tests, diagnostics)
-        )
+        # keep each sampled token's log-probability (tests, diagnostics)
+        self.record_logprobs = False
 
     def _env(self):
         if self.cfg.env_url:
@@ -130,6 +129,7 @@ class WordleRollout:
         sample_turns: int | None = None,
         rows: list[dict] | None = None,
         first_prefixes: list[set[str] | None] | None = None,
+        max_moves: int | None = None,
     ) -> list[dict]:
         """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched
         generate.
@@ -139,9 +139,11 @@ class WordleRollout:
         instead of ``model``. ``sample_turns``: only the first N turns are sampled at the rollout
         temperature, the rest greedy (None: all sampled). ``rows``: play these rows (``{answer,
         history}``) instead of ``self.rows[row_ids]``. ``first_prefixes``: per game, the guesses its
-        first move may spell (:func:`wordle_rl.decoding.guess_prefixes`; ``None``: free)."""
+        first move may spell (:func:`wordle_rl.decoding.guess_prefixes`; ``None``: free).
+        ``max_moves``: stop every game after this many moves (``None``: to the end); a game stopped
+        so is reported unfinished (``won`` false, ``components`` and ``reward`` ``None``)."""
         if vllm is not None:
-            if sample_turns is not None or rows is not None or first_prefixes is not None:
+            if any(x is not None for x in (sample_turns, rows, first_prefixes, max_moves)):
                 raise ValueError(
                     "greedy turns and ad-hoc rows are not supported with vLLM rollouts"
                 )
@@ -155,6 +157,7 @@ class WordleRollout:
                 rows if rows is not None else [self.rows[r] for r in row_ids],
                 sample_turns,
                 first_prefixes,
+                max_moves,
             )
         finally:
             if was_training:
@@ -194,6 +197,7 @@ class WordleRollout:
         ep.mask += [1] * len(ids)
         ep.errors.append(step.info["error"])
         ep.moves.append((step.info.get("guess"), step.info.get("pattern")))
+        ep.turn = step.info.get("turn", ep.turn + 1)
         if step.done:
             # a turn cut off at max_turn_tokens is closed by the environment, not the model
             if forced:
@@ -225,19 +229,19 @@ class WordleRollout:
         for ep in eps:
             if hasattr(ep.env, "close"):
                 ep.env.close()
-            info = ep.result
-            comp = info["episode_components"]
+            info = ep.result  # empty for a game stopped by max_moves
+            comp = info.get("episode_components")
             games.append(
                 {
                     "prompt_ids": ep.prompt_ids,
                     "completion_ids": ep.comp_ids,
                     "env_mask": ep.mask,
-                    "won": bool(info["won"]),
-                    "turns": int(info["turns"]),
+                    "won": bool(info.get("won", False)),
+                    "turns": int(info.get("turns", ep.turn)),
                     "components": comp,
                     "errors": ep.errors,
                     "moves": ep.moves,
-                    "reward": combine(comp, self.weights),
+                    "reward": None if comp is None else combine(comp, self.weights),
                 }
             )
             if logprobs:
@@ -250,6 +254,7 @@ class WordleRollout:
         rows: list[dict],
         sample_turns: int | None = None,
         first_prefixes: list[set[str] | None] | None = None,
+        max_moves: int | None = None,
     ) -> list[dict]:
         """All games in one batch; the KV cache is carried from turn to turn, so each turn only
         processes the new feedback tokens. The batch is a left-padded tensor that grows by
@@ -320,7 +325,7 @@ class WordleRollout:
                 if env_ids is not None:
                     env_segments.append(env_ids)
                     keep.append(j)
-            if not keep:
+            if not keep or turn == max_moves:
                 break
             idx = torch.tensor(keep, device=dev)
             cache.batch_select_indices(idx)
