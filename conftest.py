@@ -59,3 +59,13 @@ def trained_micro(tmp_path_factory, words):
                        words)
     save_dataset(rows, root / "rl", "rl")
     return root, model
+
+
+@pytest.fixture
+def as_trainer():
+    """Wraps a model in the two attributes a ``rollout_func`` reads from TRL's trainer."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+
+    return lambda model: SimpleNamespace(model=model, state=TrainerState())

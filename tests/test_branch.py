@@ -7,7 +7,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import TrainerState
 
 from wordle_rl.branch import BranchRollout, decision_states
 from wordle_rl.env import EnvConfig, WordleEnv
@@ -64,16 +63,7 @@ def test_game_return_refuses_bad_arguments():
         game_return(False, 7)
 
 
-def _trainer(model):
-    class T:  # the trainer attributes a rollout reads
-        pass
-
-    t = T()
-    t.model, t.state = model, TrainerState()
-    return t
-
-
-def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
+def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro, as_trainer):
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     rows = load_rl_rows(root / "rl")
@@ -96,7 +86,7 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     torch.manual_seed(0)
     out = ro(
         [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
-        _trainer(model),
+        as_trainer(model),
     )
     assert len(out["completion_ids"]) == 8 and out["logprobs"] is None
     for k in range(0, 8, 4):
@@ -118,7 +108,7 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     end = BranchRollout(cfg, rows, tok)
     out = end(
         [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
-        _trainer(model),
+        as_trainer(model),
     )
     assert end._only_fit([["crane", "GXYYG"]], "canoe") and not end._only_fit(
         [["crane", "XXXXX"]], "moist"
@@ -144,7 +134,7 @@ def test_branch_groups_share_one_state_of_the_greedy_game(trained_micro):
     mis = BranchRollout(cfg, rows, tok)
     mis(
         [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 0, 0, 3, 3, 3, 3)],
-        _trainer(model),
+        as_trainer(model),
     )
     assert 0 <= mis.last_stats["wordle/branch_on_mistake"] <= 1
     stats = ro.last_stats
@@ -208,7 +198,7 @@ def test_grpo_with_branch_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", rollout="branch", branch_states="late")
 
 
-def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro):
+def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro, as_trainer):
     """With branch_guided=k the first k moves of every group are sampled among the allowed words
     that fit the state's feedback; the others stay the policy's own free samples. With
     branch_states="second" each group forms after the greedy game's first move."""
@@ -237,7 +227,7 @@ def test_guided_branch_moves_are_allowed_words_that_fit_the_state(trained_micro)
     prompts = [
         [{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1, 2, 3) for _ in "abcd"
     ]
-    out = ro(prompts, _trainer(model))
+    out = ro(prompts, as_trainer(model))
     allowed = set(load_word_lists().allowed)
     for i, row in enumerate(ro.last_rows):
         start = rows[(0, 1, 2, 3)[i // 4]]["history"]  # "second": the state after one greedy move
@@ -283,7 +273,7 @@ def test_expected_return_scores_a_move_from_the_state_alone(trained_micro, rewar
     assert ro._expected_return([], "crane", "XXXXX") > ro._expected_return([], "fuzzy", "XXXXX")
 
 
-def test_fits_reward_scores_the_sampled_move_alone(trained_micro):
+def test_fits_reward_scores_the_sampled_move_alone(trained_micro, as_trainer):
     """branch_reward=fits: each branch is the sampled move and nothing after it (the game is not
     finished), and its return is 1 exactly when that move is a public answer word that fits every
     feedback of the group's state."""
@@ -310,7 +300,7 @@ def test_fits_reward_scores_the_sampled_move_alone(trained_micro):
     prompts = [
         [{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1, 2, 3) for _ in "abcd"
     ]
-    out = ro(prompts, _trainer(model))
+    out = ro(prompts, as_trainer(model))
     answers = set(ro.ctx.words.answers)
     paid = 0
     for i, row in enumerate(ro.last_rows):

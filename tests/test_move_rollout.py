@@ -6,7 +6,6 @@ import re
 
 import pytest
 import torch
-from transformers import TrainerState
 
 from wordle_rl.game import consistent_with
 from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
@@ -15,15 +14,6 @@ from wordle_rl.move_rollout import MoveRollout, decision_prefixes
 from wordle_rl.parser import parse
 from wordle_rl.rewards import as_history
 from wordle_rl.rollout import ROW_KEY
-
-
-def _trainer(model):
-    class T:  # the trainer attributes a rollout reads
-        pass
-
-    t = T()
-    t.model, t.state = model, TrainerState()
-    return t
 
 
 def _cfg(root, **kw):
@@ -55,7 +45,7 @@ def test_decision_prefixes_keep_refused_moves_in_the_conversation():
         decision_prefixes({**game, "moves": game["moves"][:2]}, {"history": []})
 
 
-def test_move_groups_share_a_state_of_the_policys_game_and_score_each_move(trained_micro):
+def test_move_groups_share_a_state_of_the_policys_game(trained_micro, as_trainer):
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     rows = load_rl_rows(root / "rl")
@@ -63,7 +53,7 @@ def test_move_groups_share_a_state_of_the_policys_game_and_score_each_move(train
     torch.manual_seed(0)
     row_ids = (0, 1, 2, 3, 4, 5)
     prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in row_ids for _ in "abcd"]
-    out = ro(prompts, _trainer(model))
+    out = ro(prompts, as_trainer(model))
     answers = set(ro.ctx.words.answers)
     paid = 0
     for i, row in enumerate(ro.last_rows):

@@ -3,14 +3,17 @@
     wordle-rl grpo --model runs/sft --data data/rl --output-dir runs/grpo \\
         [--num-generations 8] [--resume]
 
-Two rollouts, chosen by ``rollout``: ``game`` (:class:`wordle_rl.rollout.WordleRollout`) plays every
-prompt row ``num_generations`` times as whole sampled games, one advantage per game; ``branch``
-(:class:`wordle_rl.branch.BranchRollout`) forms each group at one state of the policy's own greedy
-game, so each advantage credits one decision. Health is logged every step: zero-spread group share,
-win rate, guesses, repeats, format errors, episodes/s and tokens/s. With ``--sft-data DIR --sft-coef
-C`` (the defaults: data/sft, 1.0) every step adds C times the SFT loss (hard labels + soft targets)
-of a batch of solver games (PPO-ptx): the imitation objective stays in the loss while RL moves the
-policy.
+Rollouts, chosen by ``rollout``: ``moves`` (the default,
+:class:`wordle_rl.move_rollout.MoveRollout`) forms each group at one state of the policy's own game
+and scores each sampled move by whether it could still be the answer; ``game``
+(:class:`wordle_rl.rollout.WordleRollout`) plays every prompt row ``num_generations`` times as whole
+sampled games, one advantage per game; ``branch`` (:class:`wordle_rl.branch.BranchRollout`) forms
+each group at one state of the policy's own greedy game and scores each move by the game the policy
+finishes; ``tools`` is TRL's environment_factory. Health is logged every step: zero-spread group
+share, win rate, guesses, repeats, format errors, episodes/s and tokens/s. With ``--sft-data DIR
+--sft-coef C`` (the defaults: data/sft, 1.0) every step adds C times the SFT loss (hard labels +
+soft targets) of a batch of solver games (PPO-ptx): the imitation objective stays in the loss while
+RL moves the policy.
 """
 
 from __future__ import annotations
