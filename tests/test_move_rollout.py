@@ -155,3 +155,201 @@ def test_negative_advantages_only_push_moves_down(trained_micro):
     assert advantages.shape == (24,) and (advantages <= 0).all() and (advantages < 0).any()
     with pytest.raises(ValueError, match="advantage_sign must be both or negative"):
         WordleGRPOConfig(output_dir="unused", advantage_sign="positive")
+
+
+def test_letter_credit_blames_the_letter_that_breaks_the_word(trained_micro):
+    """credit="letter": letter j's advantage is 1 (the word so far can still become a fitting answer
+    word) or 0, minus the sampling probability of the letters that keep it so, computed here
+    independently of the rollout (the model's own forward pass, fitting words by re-scoring)."""
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root, credit="letter"), load_rl_rows(root / "rl"), tok)
+    state = [["crane", "XXGXG"]]
+    hist = as_history(state)
+    fitting = [w for w in ro.ctx.words.answers if consistent_with(hist, w)]
+    prefix = tok.apply_chat_template(
+        [{"role": "user", "content": "CRANE"}], add_generation_prompt=True, tokenize=True
+    )
+    prefix = list(prefix["input_ids"] if hasattr(prefix, "keys") else prefix)
+    words = ("shake", "ahake", "snake", "craze")
+    moves = [tok(f"<guess>{w}</guess>", add_special_tokens=False)["input_ids"] for w in words]
+    moves.append(tok("shake", add_special_tokens=False)["input_ids"])  # no guess tag
+    credit = ro.letter_credit(model, [prefix] * 5, moves, [state] * 5)
+    assert credit[4] is None
+    letters = tok.convert_tokens_to_ids(list("abcdefghijklmnopqrstuvwxyz"))
+    for word, move, c in zip(words, moves, credit):
+        assert len(c) == len(move)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prefix + move])).logits[0].float()
+        probs = (logits / ro.cfg.temperature).softmax(-1)
+        expected = [0.0] * len(move)
+        for j in range(5):
+            keep = {w[j] for w in fitting if w[:j] == word[:j]}
+            if not keep:
+                break
+            p = probs[len(prefix) + j, [letters[ord(k) - 97] for k in keep]].sum().item()
+            expected[1 + j] = float(word[j] in keep) - p
+            if word[j] not in keep:
+                break
+        assert c == pytest.approx(expected, abs=1e-5), word
+    assert all(x >= 0 for x in credit[0]) and credit[0][1] > 0  # a fitting word: no blame
+    assert credit[1][2] < 0 and credit[1][3:] == [0.0] * (len(moves[1]) - 3)  # a-H-ake
+    assert credit[2][2] < 0  # s-N-ake: the feedback ruled N out
+    assert credit[3][1] < 0 and credit[3][2:] == [0.0] * (len(moves[3]) - 2)  # C is ruled out
+    assert credit[0][0] == credit[0][-1] == 0.0  # the tags are never credited
+    # the trainer's (B, T) advantages: letter credit where there is some, else the move's own
+    ro.last_credit = credit
+    adv = ro.token_advantages(torch.tensor([0.5, -0.5, 0.1, 0.2, -0.25]), width=9)
+    assert adv.shape == (5, 9)
+    assert adv[0, : len(moves[0])].tolist() == pytest.approx(credit[0])
+    assert (adv[4] == -0.25).all()
+    with pytest.raises(ValueError, match="the trainer's batch is not the rollout's"):
+        ro.token_advantages(torch.zeros(3), width=9)
+    with pytest.raises(ValueError, match="credit='letter' scores single moves"):
+        WordleGRPOConfig(output_dir="unused", rollout="game", credit="letter")
+    with pytest.raises(ValueError, match="credit must be one of"):
+        WordleGRPOConfig(output_dir="unused", credit="token")
+
+
+def test_grpo_with_letter_credit_trains_on_per_token_advantages(trained_micro):
+    from transformers import TrainerCallback
+
+    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
+        trainer, seen = None, []
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1)]
+            torch.manual_seed(1)
+            self.seen.append(self.trainer._generate_and_score_completions(batch))
+            return control
+
+    root, model_path = trained_micro
+    before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
+    out, probe = root / "run-letters", Probe()
+    cfg = _cfg(
+        root,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out),
+        max_steps=2,
+        per_device_train_batch_size=8,
+        threads=1,
+        learning_rate=1e-2,
+        save_steps=2,
+        disable_tqdm=True,
+        credit="letter",
+    )
+    run_grpo(cfg, callbacks=[probe])
+    batch = probe.seen[0]
+    adv, ids = batch["advantages"], batch["completion_ids"]
+    assert adv.shape == ids.shape and (adv != 0).any()
+    tag = probe.trainer.rollout_func._tag
+    for row, a in zip(ids.tolist(), adv.tolist()):
+        if tag in row:  # only letters after the guess tag carry credit, each in [-1, 1]
+            start = row.index(tag) + 1
+            assert all(x == 0 for x in a[:start] + a[start + 5 :])
+            assert all(-1 <= x <= 1 for x in a)
+    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert len(log) == 2 and all("wordle/letter_blame" in e for e in log)
+    after = load_model(str(out))[0].state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("credit", ["expected", "expected-log"])
+def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
+    """credit="expected": the batch carries each move's allowed letters (from the same letter sets
+    as the sampled credit) and the RL loss is minus the mean sampling probability of the allowed
+    letters over them (of its log with "expected-log"), recomputed here by hand; a step trains."""
+    import math
+
+    from transformers import TrainerCallback
+
+    def by_hand(trainer, batch) -> float:
+        """The loss from one unpadded forward pass per move, before any update."""
+        allowed, letters = batch["letter_allowed"], list(trainer.rollout_func._letter_of)
+        total, n = 0.0, 0
+        for b, row in enumerate(batch["completion_ids"].tolist()):
+            prompt = [
+                t for t, m in zip(batch["prompt_ids"][b].tolist(), batch["prompt_mask"][b]) if m
+            ]
+            move = row[: int(batch["completion_mask"][b].sum())]
+            with torch.no_grad():
+                logits = trainer.model(input_ids=torch.tensor([prompt + move])).logits[0].float()
+            probs = (logits / trainer.args.temperature).softmax(-1)
+            if trainer.rollout_func._tag not in move:
+                assert not allowed[b].any()
+            for i in range(len(move)):
+                if allowed[b, i].any():
+                    keep = [letters[k] for k in range(26) if allowed[b, i, k]]
+                    mass = probs[len(prompt) + i - 1, keep].sum().item()
+                    total += math.log(max(mass, 1e-6)) if credit == "expected-log" else mass
+                    n += 1
+        return -total / n
+
+    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
+        trainer, seen = None, []
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1)]
+            torch.manual_seed(1)
+            out = self.trainer._generate_and_score_completions(batch)
+            loss = self.trainer.expected_letter_loss(self.trainer.model, out).item()
+            self.seen.append((out, loss, by_hand(self.trainer, out)))
+            return control
+
+    root, model_path = trained_micro
+    before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
+    out_dir, probe = root / f"run-{credit}", Probe()
+    cfg = _cfg(
+        root,
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out_dir),
+        max_steps=1,
+        per_device_train_batch_size=8,
+        threads=1,
+        learning_rate=1e-2,
+        save_steps=1,
+        disable_tqdm=True,
+        credit=credit,
+    )
+    run_grpo(cfg, callbacks=[probe])
+    batch, loss, expected = probe.seen[-1]
+    allowed = batch["letter_allowed"]
+    assert allowed.shape == (*batch["completion_ids"].shape, 26) and allowed.any()
+    assert loss == pytest.approx(expected, abs=1e-4)
+    assert (loss > 0) == (credit == "expected-log")
+    log = [e for e in json.loads((out_dir / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert len(log) == 1 and 0 < log[0]["wordle/letter_value"] <= 1
+    after = load_model(str(out_dir))[0].state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_groups_form_where_some_answer_word_still_fits(trained_micro):
+    """A game on an allowed word outside the answer list soon reaches states no answer word fits,
+    where every move scores 0: a group's state is drawn among those where some answer word still
+    fits, and among all of them only when none does."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root), [], tok)
+    game = {  # a game on the outside word "doxed": three played moves, two refused
+        "prompt_ids": [5],
+        "completion_ids": [1, 9, 2, 9, 3, 9, 4, 9, 6, 9],
+        "env_mask": [1, 0, 1, 0, 1, 0, 1, 0, 1, 0],
+        "moves": [
+            ("tares", "XXXGX"),
+            ("coden", "XGYGX"),
+            (None, None),
+            ("boxed", "XGGGG"),
+            (None, None),
+        ],
+    }
+    fits = [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(game, {})]
+    assert fits[0] > 0 and fits[-1] == 0  # states of both kinds
+    drawn = {ro.draw_state(game, {})[0] for _ in range(200)}
+    assert drawn == {i for i, n in enumerate(fits) if n}
+    k, decisions, n = ro.draw_state(game, {})
+    assert n == fits[k] > 0 and len(decisions) == 5
+    row = {"history": [["boxed", "XGGGG"]]}  # no answer word is ?OXED without B
+    assert not any(len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(game, row))
+    assert {ro.draw_state(game, row)[0] for _ in range(200)} == {0, 1, 2, 3, 4}  # then any

@@ -255,6 +255,10 @@ class GrpoSection:
         default_factory=_grpo("branch_reward"),
         metadata={"help": "branch: game, expected, expected-candidate or fits."},
     )
+    credit: str = field(
+        default_factory=_grpo("credit"),
+        metadata={"help": "moves: move, letter, expected or expected-log credit."},
+    )
     scale_rewards: str = field(
         default_factory=_grpo("scale_rewards"),
         metadata={"help": "Advantages divided by the group's reward std (group) or not (none)."},

@@ -73,6 +73,13 @@ class WordleGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
+        if self.args.credit == "letter":  # per-token advantages from the moves rollout
+            width = out["completion_ids"].shape[1]
+            out["advantages"] = self.rollout_func.token_advantages(out["advantages"], width)
+        elif self.args.credit.startswith("expected"):
+            # the letter sets travel with the batch to the loss
+            width = out["completion_ids"].shape[1]
+            out["letter_allowed"] = self.rollout_func.allowed_letters(width).to(self.model.device)
         if self.args.advantage_sign == "negative":  # only moves worse than their group's mean
             out["advantages"] = out["advantages"].clamp(max=0.0)
         return out
@@ -80,9 +87,11 @@ class WordleGRPOTrainer(GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from wordle_rl.soft_targets import soft_target_losses
 
-        loss = self.args.rl_coef * super().compute_loss(
-            model, inputs, return_outputs, num_items_in_batch
-        )
+        if self.args.credit.startswith("expected"):
+            rl = self.expected_letter_loss(model, inputs)
+        else:
+            rl = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = self.args.rl_coef * rl
         if self.sft_batches is None or not model.training:
             return loss
         step, drawn = self._sft_draw
@@ -101,6 +110,33 @@ class WordleGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["sft/coef"].append(self.sft_coef())
         sft = hard + self.args.sft_soft_target_weight * soft
         return loss + self.sft_coef() * sft / self.current_gradient_accumulation_steps
+
+    def expected_letter_loss(self, model, inputs):
+        """``credit="expected"``: minus the mean, over the letters of the batch's moves up to the
+        first that breaks each, of the chance that the letter the policy draws there (at the
+        rollout temperature) keeps the word completable to a fitting answer word: the exact
+        expectation of the letter reward, so its gradient carries no sampling noise
+        (``"expected-log"``: minus the mean log of that chance)."""
+        import torch
+
+        allowed = inputs["letter_allowed"]
+        credited = allowed.any(-1)
+        prompt, completion = inputs["prompt_ids"], inputs["completion_ids"]
+        ids = torch.cat([prompt, completion], dim=1)
+        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        # the logit one position before a token predicts it
+        logits = logits[:, prompt.shape[1] - 1 : -1].float() / self.args.temperature
+        letters = torch.tensor(list(self.rollout_func._letter_of), device=logits.device)
+        probs = logits.softmax(-1)[..., letters]
+        value = (probs * allowed).sum(-1)
+        n = credited.sum().clamp(min=1)
+        self._metrics["train"]["wordle/letter_value"].append(((value * credited).sum() / n).item())
+        if self.args.credit == "expected-log":
+            value = value.clamp(min=1e-6).log()
+        # outside a training step (a probe, an evaluation) nothing is accumulated
+        steps = getattr(self, "current_gradient_accumulation_steps", 1)
+        return -(value * credited).sum() / n / steps
 
     def sft_coef(self) -> float:
         """The SFT loss weight at this step: ``sft_coef``, moving linearly to ``sft_coef_final`` at

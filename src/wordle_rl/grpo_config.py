@@ -23,10 +23,12 @@ __all__ = [
     "BRANCH_STATES",
     "BRANCH_REWARDS",
     "MOVES_FROM",
+    "CREDITS",
 ]
 
 ROLLOUTS = ("game", "branch", "moves", "tools")
 MOVES_FROM = ("sampled", "greedy")
+CREDITS = ("move", "letter", "expected", "expected-log")
 BRANCH_STATES = ("any", "endgame", "mistake", "second")
 BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits")
 
@@ -227,6 +229,18 @@ class WordleGRPOConfig(GRPOConfig):
             "rollout temperature (sampled) or greedily (greedy)."
         },
     )
+    credit: str = field(
+        default="move",
+        metadata={
+            "help": "moves: move (every token of a move gets its group advantage), letter (each "
+            "sampled letter its own: whether the word so far can still become a fitting answer "
+            "word, minus that chance for the letter the policy would draw there) or expected (the "
+            "RL loss is minus that chance itself, summed exactly over the alphabet at each letter "
+            "of the sampled moves: an expected policy gradient with no sampling noise) or "
+            "expected-log (minus the log of that chance: the letters the policy gets most wrong "
+            "weigh most)."
+        },
+    )
     return_shaping: float = field(
         default=0.0,
         metadata={
@@ -282,6 +296,13 @@ class WordleGRPOConfig(GRPOConfig):
         if self.moves_from not in MOVES_FROM:
             raise ValueError(
                 f"moves_from must be one of {', '.join(MOVES_FROM)}, got {self.moves_from!r}"
+            )
+        if self.credit not in CREDITS:
+            raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
+        if self.credit != "move" and self.rollout != "moves":
+            raise ValueError(
+                f"credit={self.credit!r} scores single moves of the moves rollout, not rollout="
+                f"{self.rollout!r}"
             )
         if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
             raise ValueError(

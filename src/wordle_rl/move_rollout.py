@@ -10,8 +10,9 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
 1. the current policy plays the group's RL row to the end, every move sampled at the rollout
    temperature (``moves_from="sampled"``) or greedy (``"greedy"``); refused moves stay in the
    conversation, as they do in play;
-2. one decision of that game is drawn at random, and its conversation so far (token ids) is the
-   group's prompt, a state after a refused move included;
+2. one decision of that game is drawn at random among those where some answer word still fits
+   (every one, if none does), and its conversation so far (token ids) is the group's prompt, a
+   state after a refused move included;
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.rewards.move_fits`: 1 when it is a public answer word that fits
    every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the feedback rules
@@ -23,6 +24,15 @@ pays for believing that answers are RL-row words, a belief held-out play punishe
 policy that only plays words that could win, the behaviour constrained decoding imposes from
 outside and free play lacks; the teacher of the SFT games plays only such words, so the reward and
 the SFT loss pull the same way.
+
+Credit (``credit``): ``move`` gives every token of a move GRPO's group advantage of its score.
+``letter`` (for a tokenizer that spells a guess one letter per token) credits each letter of a
+sampled move on its own: letter ``j`` earns 1 when the word so far can still be completed to a
+public answer word that fits the feedback, else 0, and its advantage is that reward minus the
+expected reward of the letter the policy would draw there (exact: the sampling distribution summed
+over the letters that keep the word completable). A non-word's blame falls on the letter that
+broke it, not on its good prefix; the letters after the break, and the format tokens, get none. A
+move with no guess tag keeps its group advantage.
 """
 
 from __future__ import annotations
@@ -32,8 +42,12 @@ import time
 import numpy as np
 
 from wordle_rl.parser import parse
+from wordle_rl.prompts import format_answer
 from wordle_rl.rewards import as_history, move_fits
 from wordle_rl.rollout import ROW_KEY, WordleRollout, _left_pad, move_error_rates
+from wordle_rl.words import encode_words
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 __all__ = ["MoveRollout", "fits_reward", "decision_prefixes"]
 
@@ -106,6 +120,132 @@ class MoveRollout(WordleRollout):
                 model.train()
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
 
+    def _letter_ids(self) -> tuple[int, dict[int, int]]:
+        """The id of the token that opens a guess (``<guess>``, ``[``) and ``{token id: letter
+        index}``; a clear error for a tokenizer that does not spell a guess one letter per
+        token."""
+        ids = self.tok(format_answer(self.style, "crane"), add_special_tokens=False)["input_ids"]
+        letters = self.tok.convert_tokens_to_ids(list(LETTERS))
+        spelled = [letters[LETTERS.index(c)] for c in "crane"]
+        at = next((i for i in range(1, len(ids)) if ids[i : i + 5] == spelled), None)
+        if self.tok.unk_token_id in letters or at is None:
+            raise ValueError(
+                "credit='letter' needs a tokenizer that spells a guess one letter per token (the "
+                "embedded default does; a BPE tokenizer such as Qwen's does not): use "
+                "credit='move'"
+            )
+        return ids[at - 1], {t: k for k, t in enumerate(letters)}
+
+    def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
+        """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
+        breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
+        a public answer word that fits the history (``None``: the move has no guess tag)."""
+        if not hasattr(self, "_codes"):
+            self._codes = encode_words(self.ctx.words.answers)
+            self._tag, self._letter_of = self._letter_ids()
+        fitting: dict[str, np.ndarray] = {}
+        out: list[list[tuple[int, np.ndarray]] | None] = []
+        for move, history in zip(moves, histories):
+            if self._tag not in move:
+                out.append(None)
+                continue
+            hist = as_history(history)
+            if repr(hist) not in fitting:
+                fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
+            codes, sets = fitting[repr(hist)], []
+            start = len(move) - move[::-1].index(self._tag)
+            for j in range(min(self.ctx.words.length, len(move) - start)):
+                if not len(codes):
+                    break
+                allowed = np.zeros(len(LETTERS), dtype=bool)
+                allowed[codes[:, j]] = True
+                sets.append((start + j, allowed))
+                letter = self._letter_of.get(move[start + j])
+                if letter is None or not allowed[letter]:
+                    break
+                codes = codes[codes[:, j] == letter]
+            out.append(sets)
+        return out
+
+    def letter_credit(self, model, prefixes, moves, histories) -> list[list[float] | None]:
+        """Per-token advantages of each move (``None``: no guess tag, keep the move's group
+        advantage); see the module docstring."""
+        import torch
+
+        sets = self.letter_sets(moves, histories)
+        seqs = [p + m for p, m in zip(prefixes, moves)]
+        width = max(map(len, seqs))
+        pad = self.tok.pad_token_id
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=model.device)
+        attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=attn.to(model.device)).logits
+        finally:
+            if was_training:
+                model.train()
+        letter_tokens = torch.tensor(list(self._letter_of), device=logits.device)
+        probs = (logits.float() / self.cfg.temperature).softmax(-1)[..., letter_tokens].cpu()
+        out: list[list[float] | None] = []
+        for b, (prefix, move, move_sets) in enumerate(zip(prefixes, moves, sets)):
+            if move_sets is None:
+                out.append(None)
+                continue
+            credit = [0.0] * len(move)
+            for i, allowed in move_sets:
+                letter = self._letter_of.get(move[i])
+                # the logit one position before a token predicts it
+                value = float(probs[b, len(prefix) + i - 1].numpy()[allowed].sum())
+                credit[i] = float(letter is not None and allowed[letter]) - value
+            out.append(credit)
+        return out
+
+    def allowed_letters(self, width: int):
+        """``(B, width, 26)`` booleans of the last call's letter sets (``credit="expected"``):
+        row ``b``, position ``i`` holds the letters that keep move ``b`` completable at its token
+        ``i`` (none where no letter is credited)."""
+        import torch
+
+        sets = self.last_sets
+        out = torch.zeros((len(sets), width, len(LETTERS)), dtype=torch.bool)
+        for b, move_sets in enumerate(sets):
+            for i, allowed in move_sets or []:
+                if i < width:
+                    out[b, i] = torch.from_numpy(allowed)
+        return out
+
+    def token_advantages(self, move_advantages, width: int):
+        """``(B, width)`` advantages from the last call's letter credit, a move without it
+        keeping its group advantage on every token."""
+        import torch
+
+        credit = self.last_credit
+        if credit is None or len(credit) != len(move_advantages):
+            raise ValueError(
+                f"letter credit for {0 if credit is None else len(credit)} moves but "
+                f"{len(move_advantages)} advantages: the trainer's batch is not the rollout's"
+            )
+        out = move_advantages.new_zeros((len(credit), width))
+        for b, c in enumerate(credit):
+            if c is None:
+                out[b] = move_advantages[b]
+            else:
+                out[b, : min(width, len(c))] = torch.tensor(c[:width], dtype=out.dtype)
+        return out
+
+    def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
+        """``(k, decisions, n)``: decision ``k`` of a played game drawn at random among those
+        where some answer word still fits (among all, if none does: a state no answer word fits,
+        late in a game on an outside word, scores every move 0), the game's
+        :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
+        decisions = decision_prefixes(game, row)
+        counts = [len(self.ctx.candidates(as_history(h))) for _, h in decisions]
+        open_ = [i for i, c in enumerate(counts) if c]
+        k = int(self.rng.choice(open_ or range(len(decisions))))
+        return k, decisions, counts[k]
+
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
         """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
@@ -119,17 +259,27 @@ class MoveRollout(WordleRollout):
         group_rows = [int(p[0][ROW_KEY]) for p in prompts[::g]]
         sample_turns = None if self.cfg.moves_from == "sampled" else 0
         games = self.play(model, group_rows, sample_turns=sample_turns)
-        states, after_refusal = [], 0
+        states, after_refusal, n_fit = [], 0, []
         for r, game in zip(group_rows, games):
-            decisions = decision_prefixes(game, self.rows[r])
-            k = int(self.rng.integers(len(decisions)))
+            k, decisions, fitting = self.draw_state(game, self.rows[r])
             after_refusal += any(e is not None for e in game["errors"][:k])
             states.append(decisions[k])
+            n_fit.append(fitting)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         moves = self._sample_moves(model, prefixes)
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [s for s, _ in scored]
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
+        self.last_credit = self.last_sets = None
+        histories = [states[i // g][1] for i in range(len(moves))]
+        if self.cfg.credit == "letter":
+            self.last_credit = self.letter_credit(model, prefixes, moves, histories)
+            blamed = [c for c in self.last_credit if c is not None]
+            self.last_stats["wordle/letter_blame"] = float(
+                np.mean([min(c) for c in blamed]) if blamed else 0.0
+            )
+        elif self.cfg.credit.startswith("expected"):
+            self.last_sets = self.letter_sets(moves, histories)
         self.last_rows = [
             {"answer": self.rows[r]["answer"], "history": h}
             for r, (_, h) in zip(group_rows, states)
@@ -143,6 +293,7 @@ class MoveRollout(WordleRollout):
                 "wordle/games": len(games),
                 "wordle/state_after_refusal": after_refusal / len(games),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
+                "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
             }

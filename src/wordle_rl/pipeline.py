@@ -305,6 +305,7 @@ class Runner:
             branch_states=t.branch_states,
             branch_reward=t.branch_reward,
             scale_rewards=t.scale_rewards,
+            credit=t.credit,
             sft_soft_target_weight=self.cfg.sft.soft_target_weight,
         )
 
