@@ -328,28 +328,34 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
 def test_groups_form_where_some_answer_word_still_fits(trained_micro):
     """A game on an allowed word outside the answer list soon reaches states no answer word fits,
     where every move scores 0: a group's state is drawn among those where some answer word still
-    fits, and among all of them only when none does."""
+    fits (among all only when none does); with moves_states="endgame" among those where exactly
+    one does."""
     root, model_path = trained_micro
     _, tok = load_model(str(model_path), threads=1)
     ro = MoveRollout(_cfg(root), [], tok)
-    game = {  # a game on the outside word "doxed": three played moves, two refused
+    game = {  # a game on the outside word "doxed": four played moves, two refused
         "prompt_ids": [5],
-        "completion_ids": [1, 9, 2, 9, 3, 9, 4, 9, 6, 9],
-        "env_mask": [1, 0, 1, 0, 1, 0, 1, 0, 1, 0],
+        "completion_ids": [1, 9, 2, 9, 3, 9, 4, 9, 6, 9, 7, 9],
+        "env_mask": [1, 0] * 6,
         "moves": [
             ("tares", "XXXGX"),
-            ("coden", "XGYGX"),
+            ("coden", "XGYGX"),  # DOPEY and DOWEL fit
             (None, None),
-            ("boxed", "XGGGG"),
+            ("pinch", "XXXXX"),  # DOWEL alone
+            ("boxed", "XGGGG"),  # none
             (None, None),
         ],
     }
     fits = [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(game, {})]
-    assert fits[0] > 0 and fits[-1] == 0  # states of both kinds
-    drawn = {ro.draw_state(game, {})[0] for _ in range(200)}
-    assert drawn == {i for i, n in enumerate(fits) if n}
+    assert fits[0] == len(ro.ctx.words.answers) and fits[2:] == [2, 2, 1, 0]
+    assert {ro.draw_state(game, {})[0] for _ in range(200)} == {0, 1, 2, 3, 4}
     k, decisions, n = ro.draw_state(game, {})
-    assert n == fits[k] > 0 and len(decisions) == 5
+    assert n == fits[k] > 0 and len(decisions) == 6
     row = {"history": [["boxed", "XGGGG"]]}  # no answer word is ?OXED without B
     assert not any(len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(game, row))
-    assert {ro.draw_state(game, row)[0] for _ in range(200)} == {0, 1, 2, 3, 4}  # then any
+    assert {ro.draw_state(game, row)[0] for _ in range(200)} == set(range(6))  # then any
+    ro = MoveRollout(_cfg(root, moves_states="endgame"), [], tok)
+    assert {ro.draw_state(game, {})[0] for _ in range(50)} == {4}
+    assert {ro.draw_state(game, row)[0] for _ in range(200)} == set(range(6))
+    with pytest.raises(ValueError, match="moves_states must be one of"):
+        WordleGRPOConfig(output_dir="unused", moves_states="late")

@@ -23,11 +23,13 @@ __all__ = [
     "BRANCH_STATES",
     "BRANCH_REWARDS",
     "MOVES_FROM",
+    "MOVES_STATES",
     "CREDITS",
 ]
 
 ROLLOUTS = ("game", "branch", "moves", "tools")
 MOVES_FROM = ("sampled", "greedy")
+MOVES_STATES = ("any", "endgame")
 CREDITS = ("move", "letter", "expected", "expected-log")
 BRANCH_STATES = ("any", "endgame", "mistake", "second")
 BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits")
@@ -229,6 +231,14 @@ class WordleGRPOConfig(GRPOConfig):
             "rollout temperature (sampled) or greedily (greedy)."
         },
     )
+    moves_states: str = field(
+        default="any",
+        metadata={
+            "help": "moves: the states groups are drawn among: any (those where some answer word "
+            "still fits) or endgame (those where exactly one does, where the game has one; else "
+            "as any)."
+        },
+    )
     credit: str = field(
         default="move",
         metadata={
@@ -296,6 +306,10 @@ class WordleGRPOConfig(GRPOConfig):
         if self.moves_from not in MOVES_FROM:
             raise ValueError(
                 f"moves_from must be one of {', '.join(MOVES_FROM)}, got {self.moves_from!r}"
+            )
+        if self.moves_states not in MOVES_STATES:
+            raise ValueError(
+                f"moves_states must be one of {', '.join(MOVES_STATES)}, got {self.moves_states!r}"
             )
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")

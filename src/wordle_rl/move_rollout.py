@@ -238,11 +238,14 @@ class MoveRollout(WordleRollout):
     def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
         """``(k, decisions, n)``: decision ``k`` of a played game drawn at random among those
         where some answer word still fits (among all, if none does: a state no answer word fits,
-        late in a game on an outside word, scores every move 0), the game's
-        :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
+        late in a game on an outside word, scores every move 0; with ``moves_states="endgame"``
+        among those where exactly one fits, if any), the game's :func:`decision_prefixes`, and
+        the number of answer words that fit at ``k``."""
         decisions = decision_prefixes(game, row)
         counts = [len(self.ctx.candidates(as_history(h))) for _, h in decisions]
         open_ = [i for i, c in enumerate(counts) if c]
+        if self.cfg.moves_states == "endgame":
+            open_ = [i for i in open_ if counts[i] == 1] or open_
         k = int(self.rng.choice(open_ or range(len(decisions))))
         return k, decisions, counts[k]
 
