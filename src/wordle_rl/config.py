@@ -255,6 +255,10 @@ class GrpoSection:
         default_factory=_grpo("branch_reward"),
         metadata={"help": "branch: game, expected, expected-candidate or fits."},
     )
+    moves_states: str = field(
+        default_factory=_grpo("moves_states"),
+        metadata={"help": "moves: any or endgame states of the policy's game."},
+    )
     credit: str = field(
         default_factory=_grpo("credit"),
         metadata={"help": "moves: move, letter, expected or expected-log credit."},

@@ -306,6 +306,7 @@ class Runner:
             branch_reward=t.branch_reward,
             scale_rewards=t.scale_rewards,
             credit=t.credit,
+            moves_states=t.moves_states,
             sft_soft_target_weight=self.cfg.sft.soft_target_weight,
         )
 
