@@ -30,6 +30,22 @@ def _cfg(root, **kw):
     return WordleGRPOConfig(**{**base, **kw})
 
 
+def _train_cfg(root, model_path, out, **kw):
+    """The settings of a two-step training run on the micro model."""
+    base = dict(
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(out),
+        max_steps=2,
+        per_device_train_batch_size=8,
+        threads=1,
+        learning_rate=1e-2,
+        save_steps=2,
+        disable_tqdm=True,
+    )
+    return _cfg(root, **{**base, **kw})
+
+
 def test_decision_prefixes_keep_refused_moves_in_the_conversation():
     game = {
         "prompt_ids": [5],
@@ -92,17 +108,10 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out = root / "run-moves"
-    cfg = _cfg(
+    cfg = _train_cfg(
         root,
-        model=str(model_path),
-        data=str(root / "rl"),
-        output_dir=str(out),
-        max_steps=2,
-        per_device_train_batch_size=8,
-        threads=1,
-        learning_rate=1e-2,
-        save_steps=2,
-        disable_tqdm=True,
+        model_path,
+        out,
         moves_from="greedy",
         sft_data=str(root / "sft"),
         sft_coef=0.5,
@@ -226,19 +235,7 @@ def test_grpo_with_letter_credit_trains_on_per_token_advantages(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out, probe = root / "run-letters", Probe()
-    cfg = _cfg(
-        root,
-        model=str(model_path),
-        data=str(root / "rl"),
-        output_dir=str(out),
-        max_steps=2,
-        per_device_train_batch_size=8,
-        threads=1,
-        learning_rate=1e-2,
-        save_steps=2,
-        disable_tqdm=True,
-        credit="letter",
-    )
+    cfg = _train_cfg(root, model_path, out, credit="letter")
     run_grpo(cfg, callbacks=[probe])
     batch = probe.seen[0]
     adv, ids = batch["advantages"], batch["completion_ids"]
@@ -300,19 +297,7 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
     out_dir, probe = root / f"run-{credit}", Probe()
-    cfg = _cfg(
-        root,
-        model=str(model_path),
-        data=str(root / "rl"),
-        output_dir=str(out_dir),
-        max_steps=1,
-        per_device_train_batch_size=8,
-        threads=1,
-        learning_rate=1e-2,
-        save_steps=1,
-        disable_tqdm=True,
-        credit=credit,
-    )
+    cfg = _train_cfg(root, model_path, out_dir, max_steps=1, save_steps=1, credit=credit)
     run_grpo(cfg, callbacks=[probe])
     batch, loss, expected = probe.seen[-1]
     allowed = batch["letter_allowed"]
