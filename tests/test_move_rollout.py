@@ -240,7 +240,7 @@ def test_grpo_with_letter_credit_trains_on_per_token_advantages(trained_micro):
     batch = probe.seen[0]
     adv, ids = batch["advantages"], batch["completion_ids"]
     assert adv.shape == ids.shape and (adv != 0).any()
-    tag = probe.trainer.rollout_func._tag
+    tag = probe.trainer.rollout_func._letter_table()[0]
     for row, a in zip(ids.tolist(), adv.tolist()):
         if tag in row:  # only letters after the guess tag carry credit, each in [-1, 1]
             start = row.index(tag) + 1
@@ -263,7 +263,7 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
 
     def by_hand(trainer, batch) -> float:
         """The loss from one unpadded forward pass per move, before any update."""
-        allowed, letters = batch["letter_allowed"], list(trainer.rollout_func._letter_of)
+        allowed, letters = batch["letter_allowed"], trainer.rollout_func.letter_tokens
         total, n = 0.0, 0
         for b, row in enumerate(batch["completion_ids"].tolist()):
             prompt = [
@@ -273,7 +273,7 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
             with torch.no_grad():
                 logits = trainer.model(input_ids=torch.tensor([prompt + move])).logits[0].float()
             probs = (logits / trainer.args.temperature).softmax(-1)
-            if trainer.rollout_func._tag not in move:
+            if trainer.rollout_func._letter_table()[0] not in move:
                 assert not allowed[b].any()
             for i in range(len(move)):
                 if allowed[b, i].any():

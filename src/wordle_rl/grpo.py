@@ -127,7 +127,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
         # the logit one position before a token predicts it
         logits = logits[:, prompt.shape[1] - 1 : -1].float() / self.args.temperature
-        letters = torch.tensor(list(self.rollout_func._letter_of), device=logits.device)
+        letters = torch.tensor(self.rollout_func.letter_tokens, device=logits.device)
         probs = logits.softmax(-1)[..., letters]
         value = (probs * allowed).sum(-1)
         n = credited.sum().clamp(min=1)

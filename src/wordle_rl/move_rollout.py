@@ -130,37 +130,47 @@ class MoveRollout(WordleRollout):
         at = next((i for i in range(1, len(ids)) if ids[i : i + 5] == spelled), None)
         if self.tok.unk_token_id in letters or at is None:
             raise ValueError(
-                "credit='letter' needs a tokenizer that spells a guess one letter per token (the "
-                "embedded default does; a BPE tokenizer such as Qwen's does not): use "
+                f"credit={self.cfg.credit!r} needs a tokenizer that spells a guess one letter per "
+                "token (the embedded default does; a BPE tokenizer such as Qwen's does not): use "
                 "credit='move'"
             )
         return ids[at - 1], {t: k for k, t in enumerate(letters)}
+
+    def _letter_table(self) -> tuple[int, dict[int, int]]:
+        """:meth:`_letter_ids`, worked out once (with the answer words' letter codes)."""
+        if not hasattr(self, "_table"):
+            self._codes = encode_words(self.ctx.words.answers)
+            self._table = self._letter_ids()
+        return self._table
+
+    @property
+    def letter_tokens(self) -> list[int]:
+        """The token ids of the letters a-z, in order."""
+        return list(self._letter_table()[1])
 
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
         a public answer word that fits the history (``None``: the move has no guess tag)."""
-        if not hasattr(self, "_codes"):
-            self._codes = encode_words(self.ctx.words.answers)
-            self._tag, self._letter_of = self._letter_ids()
+        tag, letter_of = self._letter_table()
         fitting: dict[str, np.ndarray] = {}
         out: list[list[tuple[int, np.ndarray]] | None] = []
         for move, history in zip(moves, histories):
-            if self._tag not in move:
+            if tag not in move:
                 out.append(None)
                 continue
             hist = as_history(history)
             if repr(hist) not in fitting:
                 fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
             codes, sets = fitting[repr(hist)], []
-            start = len(move) - move[::-1].index(self._tag)
+            start = len(move) - move[::-1].index(tag)
             for j in range(min(self.ctx.words.length, len(move) - start)):
                 if not len(codes):
                     break
                 allowed = np.zeros(len(LETTERS), dtype=bool)
                 allowed[codes[:, j]] = True
                 sets.append((start + j, allowed))
-                letter = self._letter_of.get(move[start + j])
+                letter = letter_of.get(move[start + j])
                 if letter is None or not allowed[letter]:
                     break
                 codes = codes[codes[:, j] == letter]
@@ -173,6 +183,7 @@ class MoveRollout(WordleRollout):
         import torch
 
         sets = self.letter_sets(moves, histories)
+        letter_of = self._letter_table()[1]
         seqs = [p + m for p, m in zip(prefixes, moves)]
         width = max(map(len, seqs))
         pad = self.tok.pad_token_id
@@ -186,7 +197,7 @@ class MoveRollout(WordleRollout):
         finally:
             if was_training:
                 model.train()
-        letter_tokens = torch.tensor(list(self._letter_of), device=logits.device)
+        letter_tokens = torch.tensor(self.letter_tokens, device=logits.device)
         probs = (logits.float() / self.cfg.temperature).softmax(-1)[..., letter_tokens].cpu()
         out: list[list[float] | None] = []
         for b, (prefix, move, move_sets) in enumerate(zip(prefixes, moves, sets)):
@@ -195,7 +206,7 @@ class MoveRollout(WordleRollout):
                 continue
             credit = [0.0] * len(move)
             for i, allowed in move_sets:
-                letter = self._letter_of.get(move[i])
+                letter = letter_of.get(move[i])
                 # the logit one position before a token predicts it
                 value = float(probs[b, len(prefix) + i - 1].numpy()[allowed].sum())
                 credit[i] = float(letter is not None and allowed[letter]) - value
