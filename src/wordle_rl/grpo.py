@@ -28,6 +28,7 @@ from trl import GRPOTrainer
 
 from wordle_rl.branch import BranchRollout, game_return_reward
 from wordle_rl.grpo_config import WordleGRPOConfig, vllm_missing
+from wordle_rl.models import eval_mode
 from wordle_rl.move_rollout import MoveRollout, fits_reward
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.reward_funcs import RewardCurriculum, make_reward_funcs
@@ -195,8 +196,6 @@ class ValEvalCallback(TrainerCallback):
         words = load_word_lists()
         sp = Splits.load(self.cfg.splits, words)
         model = self.trainer.model
-        was_training = model.training
-        model.eval()
         style = PromptStyle(self.cfg.style, think=self.cfg.think)
         policy = ModelPolicy(model, self.tok, style, words, max_new_tokens=self.cfg.max_turn_tokens)
         ecfg = EvalConfig(
@@ -205,9 +204,8 @@ class ValEvalCallback(TrainerCallback):
         sample = random.Random(self.cfg.seed).sample(
             sp.val, min(self.cfg.eval_val_games, len(sp.val))
         )
-        res = run_eval(policy, sample, ecfg, None, words)
-        if was_training:
-            model.train()
+        with eval_mode(model):
+            res = run_eval(policy, sample, ecfg, None, words)
         rec = {
             "step": state.global_step,
             "val_win_rate": res["metrics"]["win_rate"],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -385,6 +386,20 @@ def load_model(
             ),
         )
     return model.to(dev), tok
+
+
+@contextmanager
+def eval_mode(model):
+    """Put ``model`` in eval mode for the block (generation, a scoring pass) and back in train
+    mode after it if it was training: sampling in train mode (no KV cache under gradient
+    checkpointing, dropout) is wrong and slow."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        if was_training:
+            model.train()
 
 
 def _looks_like_hub_id(name: str) -> bool:

@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from wordle_rl.models import eval_mode
 from wordle_rl.parser import parse
 from wordle_rl.prompts import format_answer
 from wordle_rl.rewards import as_history, move_fits
@@ -98,26 +99,20 @@ class MoveRollout(WordleRollout):
         """One sampled turn after each token prefix, cut after its end-of-turn token."""
         import torch
 
-        was_training = model.training
-        model.eval()
-        try:
-            seqs, attn = _left_pad(prefixes, self.tok.pad_token_id, model.device)
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=seqs,
-                    attention_mask=attn,
-                    do_sample=True,
-                    temperature=self.cfg.temperature,
-                    top_k=0,
-                    top_p=1.0,
-                    max_new_tokens=self.cfg.max_turn_tokens,
-                    pad_token_id=self.tok.pad_token_id,
-                    eos_token_id=self.tok.eos_token_id,
-                    suppress_tokens=self._suppress or None,
-                )
-        finally:
-            if was_training:
-                model.train()
+        seqs, attn = _left_pad(prefixes, self.tok.pad_token_id, model.device)
+        with eval_mode(model), torch.no_grad():
+            out = model.generate(
+                input_ids=seqs,
+                attention_mask=attn,
+                do_sample=True,
+                temperature=self.cfg.temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=self.cfg.max_turn_tokens,
+                pad_token_id=self.tok.pad_token_id,
+                eos_token_id=self.tok.eos_token_id,
+                suppress_tokens=self._suppress or None,
+            )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
 
     def _letter_ids(self) -> tuple[int, dict[int, int]]:
@@ -189,14 +184,8 @@ class MoveRollout(WordleRollout):
         pad = self.tok.pad_token_id
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=model.device)
         attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                logits = model(input_ids=ids, attention_mask=attn.to(model.device)).logits
-        finally:
-            if was_training:
-                model.train()
+        with eval_mode(model), torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=attn.to(model.device)).logits
         letter_tokens = torch.tensor(self.letter_tokens, device=logits.device)
         probs = (logits.float() / self.cfg.temperature).softmax(-1)[..., letter_tokens].cpu()
         out: list[list[float] | None] = []

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.models import eval_mode
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.rewards import COMPONENTS, RewardContext, RewardWeights, combine
 
@@ -148,10 +149,7 @@ class WordleRollout:
                     "greedy turns and ad-hoc rows are not supported with vLLM rollouts"
                 )
             return self._play_vllm(vllm, row_ids)
-        was_training = model.training
-        # sampling in train mode (no KV cache under gradient checkpointing) is wrong and slow
-        model.eval()
-        try:
+        with eval_mode(model):
             return self._play(
                 model,
                 rows if rows is not None else [self.rows[r] for r in row_ids],
@@ -159,9 +157,6 @@ class WordleRollout:
                 first_prefixes,
                 max_moves,
             )
-        finally:
-            if was_training:
-                model.train()
 
     def _start(self, rows: list[dict]) -> list[_Episode]:
         """Reset one environment per row; each episode starts from the rendered prompt's token
