@@ -55,17 +55,19 @@ def trained_micro(tmp_path_factory, words):
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
                                     threads=1, save_steps=1000, disable_tqdm=True))
-    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5}),
+    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5},
+                                        wide_share=0.0),
                        words)
     save_dataset(rows, root / "rl", "rl")
     return root, model
 
 
 @pytest.fixture
-def as_trainer():
-    """Wraps a model in the two attributes a ``rollout_func`` reads from TRL's trainer."""
+def as_trainer(tmp_path):
+    """Wraps a model in the three attributes a ``rollout_func`` reads from TRL's trainer."""
     from types import SimpleNamespace
 
     from transformers import TrainerState
 
-    return lambda model: SimpleNamespace(model=model, state=TrainerState())
+    args = SimpleNamespace(output_dir=str(tmp_path / "trainer"))
+    return lambda model: SimpleNamespace(model=model, state=TrainerState(), args=args)

@@ -190,6 +190,8 @@ def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
             str(splits),
             "--split",
             "rl",
+            "--wide-share",
+            "0",
             "--rows",
             "12",
             "--no-think",

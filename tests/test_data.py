@@ -53,7 +53,7 @@ def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
     assert splits.rl == [] and {held.split_of(w) for w in held.rl} == {"rl"}
     sft = generate_sft(held, SftConfig(games=300, seed=1, think=False, recall_share=0.0), words)
     assert not {r["answer"] for r in sft} & set(held.rl)
-    rl = generate_rl(held, RlConfig(rows=40, split="rl", think=False), words)
+    rl = generate_rl(held, RlConfig(rows=40, split="rl", think=False, wide_share=0.0), words)
     assert {r["split"] for r in rl} == {"rl"} and {r["answer"] for r in rl} <= set(held.rl)
     assert check_leakage(rl, held, allowed_split=("train", "rl")) == 40
     with pytest.raises(DataError, match="LEAKAGE: 40 row.*outside the train split"):
@@ -159,7 +159,12 @@ def test_rl_rows(splits, words):
     rows = generate_rl(
         splits,
         RlConfig(
-            rows=300, seed=1, depth_mix={0: 0.2, 2: 0.5, 4: 0.3}, random_move_share=0.3, think=True
+            rows=300,
+            seed=1,
+            depth_mix={0: 0.2, 2: 0.5, 4: 0.3},
+            random_move_share=0.3,
+            think=True,
+            wide_share=0.0,
         ),
         words,
     )
@@ -171,7 +176,7 @@ def test_rl_rows(splits, words):
         assert all(score(g, r["answer"]) == p for g, p in hist)
         assert all(g != r["answer"] for g, _ in hist)  # never already solved
         assert len(r["prompt"]) == 2 + 2 * len(hist) and r["prompt"][-1]["role"] == "user"
-    val = generate_rl(splits, RlConfig(rows=20, split="val", think=True), words)
+    val = generate_rl(splits, RlConfig(rows=20, split="val", think=True, wide_share=0.0), words)
     assert all(splits.split_of(r["answer"]) == "val" for r in val)
     with pytest.raises(DataError, match="depth mix"):
         parse_depth_mix("0:1,9:1")

@@ -7,13 +7,15 @@ import re
 import pytest
 import torch
 
+from wordle_rl.audit import TrainingIndex, state_key
 from wordle_rl.game import consistent_with
 from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
 from wordle_rl.models import load_model
-from wordle_rl.move_rollout import MoveRollout, decision_prefixes
+from wordle_rl.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
 from wordle_rl.parser import parse
 from wordle_rl.rewards import as_history
 from wordle_rl.rollout import ROW_KEY
+from wordle_rl.splits import Splits
 
 
 def _cfg(root, **kw):
@@ -65,7 +67,7 @@ def test_move_groups_share_a_state_of_the_policys_game(trained_micro, as_trainer
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     rows = load_rl_rows(root / "rl")
-    ro = MoveRollout(_cfg(root), rows, tok)
+    ro = MoveRollout(_cfg(root, moves_states="any"), rows, tok)
     torch.manual_seed(0)
     row_ids = (0, 1, 2, 3, 4, 5)
     prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in row_ids for _ in "abcd"]
@@ -310,15 +312,9 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-def test_groups_form_where_some_answer_word_still_fits(trained_micro):
-    """A game on an allowed word outside the answer list soon reaches states no answer word fits,
-    where every move scores 0: a group's state is drawn among those where some answer word still
-    fits (among all only when none does); with moves_states="endgame" among those where exactly
-    one does."""
-    root, model_path = trained_micro
-    _, tok = load_model(str(model_path), threads=1)
-    ro = MoveRollout(_cfg(root), [], tok)
-    game = {  # a game on the outside word "doxed": four played moves, two refused
+def _doxed() -> dict:
+    """A game on the outside word "doxed": four played moves, two refused."""
+    return {
         "prompt_ids": [5],
         "completion_ids": [1, 9, 2, 9, 3, 9, 4, 9, 6, 9, 7, 9],
         "env_mask": [1, 0] * 6,
@@ -331,6 +327,17 @@ def test_groups_form_where_some_answer_word_still_fits(trained_micro):
             (None, None),
         ],
     }
+
+
+def test_groups_form_where_some_answer_word_still_fits(trained_micro):
+    """A game on an allowed word outside the answer list soon reaches states no answer word fits,
+    where every move scores 0: a group's state is drawn among those where some answer word still
+    fits (among all only when none does); with moves_states="endgame" among those where exactly
+    one does."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root, moves_states="any"), [], tok)
+    game = _doxed()
     fits = [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(game, {})]
     assert fits[0] == len(ro.ctx.words.answers) and fits[2:] == [2, 2, 1, 0]
     assert {ro.draw_state(game, {})[0] for _ in range(200)} == {0, 1, 2, 3, 4}
@@ -344,3 +351,75 @@ def test_groups_form_where_some_answer_word_still_fits(trained_micro):
     assert {ro.draw_state(game, row)[0] for _ in range(200)} == set(range(6))
     with pytest.raises(ValueError, match="moves_states must be one of"):
         WordleGRPOConfig(output_dir="unused", moves_states="late")
+
+
+def test_recall_states_are_drawn_from_every_game_played(trained_micro):
+    """With moves_states="recall" the groups' states are drawn without replacement among the
+    decisions of all the step's games where exactly one answer word fits; a group left without
+    one falls back to its own game's endgame draw."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root, moves_states="recall", moves_games=3), [], tok)
+    doxed = _doxed()
+    opening = {**doxed, "moves": doxed["moves"][:2] + [(None, None)] * 4}  # DOPEY, DOWEL fit
+    one = {"history": [["pinch", "XXXXX"]]}  # doxed from a row that has played pinch
+    games, rows = [opening, doxed, doxed], [{}, {}, one]
+    fits = [
+        [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(g, r)]
+        for g, r in zip(games, rows)
+    ]
+    recall = {(i, k) for i, f in enumerate(fits) for k, c in enumerate(f) if c == 1}
+    assert recall == {(1, 4), (2, 2), (2, 3), (2, 4)}  # none in the game that stops early
+    drawn = set()
+    for _ in range(100):
+        picks = ro.draw_states(games, rows, 3)
+        assert len({(i, k) for i, k, *_ in picks}) == 3 and all(p[3] == 1 for p in picks)
+        assert all(len(p[2]) == 6 and (p[0], p[1]) in recall for p in picks)
+        drawn |= {(i, k) for i, k, *_ in picks}
+    assert drawn == recall
+    games, rows = [opening, opening, doxed], [{}, {}, {}]  # one recall state for two groups
+    for _ in range(20):
+        first, second = ro.draw_states(games, rows, 2)
+        assert first[:2] == (2, 4) and first[3] == 1
+        assert second[0] == 1 and second[3] == fits[0][second[1]] > 1  # its own game's draw
+    with pytest.raises(ValueError, match="moves_games must be >= 1, and above 1 only"):
+        WordleGRPOConfig(output_dir="unused", moves_states="any", moves_games=2)
+
+
+def test_strict_protocol_never_draws_a_held_out_recall_state(trained_micro, tmp_path):
+    """Under the strict protocol a state whose one fitting word is a val or test answer is not a
+    recall state (nor any state, while the game has another)."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    Splits(0, (0.8, 0.1, 0.1), train=["dopey"], val=["dowel"], test=[]).save(tmp_path / "s.json")
+    kw = dict(moves_states="recall", moves_games=2, splits=str(tmp_path / "s.json"))
+    strict = MoveRollout(_cfg(root, protocol="strict", **kw), [], tok)
+    games, rows = [_doxed(), _doxed()], [{}, {"history": [["pinch", "XXXXX"]]}]
+    for _ in range(20):  # DOWEL is the only fit at (0, 4), (1, 2), (1, 3) and (1, 4)
+        picks = strict.draw_states(games, rows, 2)
+        assert all(p[3] > 1 for p in picks)  # no recall state: each game's own other states
+        assert all(strict.draw_state(g, r)[2] > 1 for g, r in zip(games, rows))
+    picks = MoveRollout(_cfg(root, **kw), [], tok).draw_states(games, rows, 2)
+    assert [p[3] for p in picks] == [1, 1]  # open: DOWEL is taught
+    with pytest.raises(ValueError, match="protocol must be open or strict"):
+        WordleGRPOConfig(output_dir="unused", protocol="closed")
+
+
+def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):
+    """Every group state where one answer word fits is written down with that word, and the
+    training-overlap audit reads it back as an imitated move: what the RL term taught."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root, moves_states="recall", moves_games=2), [], tok)
+    histories = [h for _, h in decision_prefixes(_doxed(), {})]  # fits: all, ..., 2, 2, 1, 0
+    assert ro.record_recall(histories, tmp_path) == 1
+    assert ro.record_recall(histories[:2], tmp_path) == 0
+    folder = tmp_path / RECALL_STATES_DIR
+    assert [json.loads(x) for x in (folder / "rank0.jsonl").read_text().splitlines()] == [
+        {"history": histories[4], "recall_word": "dowel"}
+    ]
+    words = ro.ctx.words
+    index = TrainingIndex().extended([folder], words)
+    assert index.rows == 1 and index.words == {"dowel"}
+    assert index.imitated(state_key(histories[4]), "dowel")
+    assert not index.imitated(state_key(histories[3]), "dowel")

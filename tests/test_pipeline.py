@@ -103,10 +103,14 @@ def test_quick_pipeline_end_to_end(tmp_path):
             assert ("audit" in res) == (not name.startswith("solver-"))
             if "audit" in res:
                 a = res["audit"]
+                # and the GRPO model also against the states where it was rewarded for writing
+                # the one answer word that fits
+                taught = sorted(map(str, (out / "grpo" / "rl_recall_states").glob("*.jsonl")))
                 assert a["training_files"] == [
                     str(out / "data" / "sft" / "sft.jsonl"),
                     str(out / "data" / "rl" / "rl.jsonl"),
-                ]
+                ] + (taught if name.startswith("grpo") else [])
+                assert ("rewarded writing an answer word" in text) == bool(taught)
                 assert sum(c["games"] for c in a["classes"].values()) == 12
                 assert sum(c["wins"] for c in a["classes"].values()) == m["wins"] == a["wins"]
                 audit_row = [
@@ -177,6 +181,7 @@ def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
 
     cfg = load_config("quick")
     cfg.data.rl_share = 0.2
+    cfg.data.rl_wide_share = 0.0  # rows on the held-back words, not on outside words
     out = tmp_path / "run"
     Runner(cfg, out, Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
     sp = Splits.load(out / "data" / "splits.json")

@@ -9,8 +9,9 @@ answer word. This module says, for every evaluated game, how much of it the mode
 
 - a **state** is the sequence of scored guesses so far (refused moves leave it unchanged);
 - an **imitated pair** is a (state -> guess) move of an SFT row that the loss trains on (an
-  assistant turn not marked ``"train": false``); an **RL state** is the history an RL row starts
-  from;
+  assistant turn not marked ``"train": false``), or a recall state of a GRPO run (a state of the
+  policy's own game where one answer word fits, whose moves the RL term rewarded for writing it:
+  ``<grpo output>/rl_recall_states``); an **RL state** is the history an RL row starts from;
 - a game's **endgame** is the first state before a move in which its answer is the only answer word
   that fits.
 
@@ -93,9 +94,10 @@ class TrainingIndex:
 
     @classmethod
     def from_paths(cls, paths: Iterable[str | Path], words: WordList) -> TrainingIndex:
-        """Read SFT conversations and RL rows (``wordle-rl data sft`` / ``data rl`` folders, their
-        JSONL files, or teacher SFT files); a row with a ``prompt`` is an RL row, one with
-        ``messages`` an SFT row."""
+        """Read SFT conversations, RL rows and GRPO recall states (``wordle-rl data sft`` / ``data
+        rl`` / ``rl_recall_states`` folders, their JSONL files, or teacher SFT files); a row with a
+        ``prompt`` is an RL row, one with ``recall_word`` a recall state, one with ``messages`` an
+        SFT row."""
         index = cls()
         for path in paths:
             for f in training_files(path):
@@ -103,14 +105,29 @@ class TrainingIndex:
                 for row in iter_jsonl(f):
                     if "prompt" in row:
                         index.add_rl_row(row)
+                    elif "recall_word" in row:
+                        index.add_move(state_key(row["history"]), row["recall_word"])
+                        index.rows += 1
                     elif "messages" in row:
                         index.add_sft_row(row, words)
                     else:
                         raise DataError(
-                            f"{f}:{row['_line']}: neither an SFT row (messages) nor an RL row "
-                            f"(prompt)"
+                            f"{f}:{row['_line']}: neither an SFT row (messages), an RL row "
+                            f"(prompt) nor a recall state (recall_word)"
                         )
         return index
+
+    def extended(self, paths: Iterable[str | Path], words: WordList) -> TrainingIndex:
+        """A copy with the rows of more training files added (a GRPO run's recall states)."""
+        more = TrainingIndex.from_paths(paths, words)
+        return TrainingIndex(
+            self.pairs | more.pairs,
+            self.states | more.states,
+            self.words | more.words,
+            self.rl_states | more.rl_states,
+            self.sources + more.sources,
+            self.rows + more.rows,
+        )
 
 
 def training_files(path: str | Path) -> list[Path]:

@@ -257,7 +257,11 @@ class GrpoSection:
     )
     moves_states: str = field(
         default_factory=_grpo("moves_states"),
-        metadata={"help": "moves: any or endgame states of the policy's game."},
+        metadata={"help": "moves: any, endgame or recall states of the policy's games."},
+    )
+    moves_games: int = field(
+        default_factory=_grpo("moves_games"),
+        metadata={"help": "moves: games the policy plays per group (recall states pool them)."},
     )
     credit: str = field(
         default_factory=_grpo("credit"),

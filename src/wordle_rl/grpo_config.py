@@ -29,7 +29,7 @@ __all__ = [
 
 ROLLOUTS = ("game", "branch", "moves", "tools")
 MOVES_FROM = ("sampled", "greedy")
-MOVES_STATES = ("any", "endgame")
+MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "letter", "expected", "expected-log")
 BRANCH_STATES = ("any", "endgame", "mistake", "second")
 BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits")
@@ -96,7 +96,12 @@ class WordleGRPOConfig(GRPOConfig):
         default=30.0, metadata={"help": "Stop (and save) after this long."}
     )
     num_generations: int = field(
-        default=8, metadata={"help": "Games per prompt (a group); at least 2."}
+        default=2,
+        metadata={
+            "help": "Completions per prompt (a group); at least 2 (the default expected-log "
+            "credit needs no group baseline, so 2 gives the most states a step; advantages "
+            "compared within a group want 8 or more)."
+        },
     )
     per_device_train_batch_size: int = field(
         default=64, metadata={"help": "Games per step (multiple of groups)."}
@@ -152,6 +157,14 @@ class WordleGRPOConfig(GRPOConfig):
         metadata={
             "help": "Splits file: val evaluation, and (when it exists) the check that no RL target "
             "is a val/test answer."
+        },
+    )
+    protocol: str = field(
+        default="open",
+        metadata={
+            "help": "What the moves rollout may reward writing, as `wordle-rl data sft`'s "
+            "protocol: open (any answer word) or strict (never at a state whose one fitting answer "
+            "word is a val or test answer of the splits file)."
         },
     )
     sft_data: str | None = field(
@@ -225,24 +238,33 @@ class WordleGRPOConfig(GRPOConfig):
         },
     )
     moves_from: str = field(
-        default="sampled",
+        default="greedy",
         metadata={
             "help": "moves: the games whose states groups form at play every move sampled at the "
             "rollout temperature (sampled) or greedily (greedy)."
         },
     )
     moves_states: str = field(
-        default="any",
+        default="recall",
         metadata={
             "help": "moves: the states groups are drawn among: any (those where some answer word "
-            "still fits) or endgame (those where exactly one does, where the game has one; else "
-            "as any)."
+            "still fits), endgame (those where exactly one does, where the game has one; else "
+            "as any) or recall (those where exactly one does, pooled over all moves_games games "
+            "of the step; a group without one as endgame)."
         },
     )
-    credit: str = field(
-        default="move",
+    moves_games: int | None = field(
+        default=None,
         metadata={
-            "help": "moves: move (every token of a move gets its group advantage), letter (each "
+            "help": "moves: games the policy plays per group, on its own row and on rows drawn at "
+            "random (more than 1 needs moves_states recall; None: 3 with recall, else 1)."
+        },
+    )
+    credit: str | None = field(
+        default=None,
+        metadata={
+            "help": "None: expected-log for the moves rollout, move for the others. moves: move "
+            "(every token of a move gets its group advantage), letter (each "
             "sampled letter its own: whether the word so far can still become a fitting answer "
             "word, minus that chance for the letter the policy would draw there) or expected (the "
             "RL loss is minus that chance itself, summed exactly over the alphabet at each letter "
@@ -311,6 +333,17 @@ class WordleGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"moves_states must be one of {', '.join(MOVES_STATES)}, got {self.moves_states!r}"
             )
+        if self.moves_games is None:
+            self.moves_games = 3 if self.moves_states == "recall" else 1
+        if self.credit is None:
+            self.credit = "expected-log" if self.rollout == "moves" else "move"
+        if self.moves_games < 1 or (self.moves_games > 1 and self.moves_states != "recall"):
+            raise ValueError(
+                f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
+                f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
+            )
+        if self.protocol not in ("open", "strict"):
+            raise ValueError(f"protocol must be open or strict, got {self.protocol!r}")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":

@@ -12,7 +12,9 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    conversation, as they do in play;
 2. one decision of that game is drawn at random among those where some answer word still fits
    (every one, if none does), and its conversation so far (token ids) is the group's prompt, a
-   state after a refused move included;
+   state after a refused move included; with ``moves_states="recall"`` the policy plays
+   ``moves_games`` games per group and the groups' states are drawn among every decision of them
+   where exactly one answer word fits, the recall states where held-out games are lost;
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.rewards.move_fits`: 1 when it is a public answer word that fits
    every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the feedback rules
@@ -37,7 +39,9 @@ move with no guess tag keeps its group advantage.
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -50,7 +54,9 @@ from wordle_rl.words import encode_words
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
-__all__ = ["MoveRollout", "fits_reward", "decision_prefixes"]
+__all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
+
+RECALL_STATES_DIR = "rl_recall_states"  # under the run's output_dir: what the RL term taught
 
 
 def fits_reward(completions, move_fits=None, **kwargs) -> list[float]:
@@ -235,19 +241,78 @@ class MoveRollout(WordleRollout):
                 out[b, : min(width, len(c))] = torch.tensor(c[:width], dtype=out.dtype)
         return out
 
+    def _held_out(self) -> set[str]:
+        """The val and test answers under ``protocol="strict"`` (else none), read once."""
+        if not hasattr(self, "_held"):
+            self._held: set[str] = set()
+            if self.cfg.protocol == "strict":
+                from wordle_rl.splits import Splits
+
+                sp = Splits.load(self.cfg.splits, self.ctx.words)
+                self._held = set(sp.val) | set(sp.test)
+        return self._held
+
+    def _fit_counts(self, game: dict, row: dict) -> tuple[list, list[int]]:
+        """The game's :func:`decision_prefixes` and how many answer words fit at each (-1 for a
+        state whose one fitting word is held out under the strict protocol: never drawn while
+        the game has another)."""
+        decisions, counts = decision_prefixes(game, row), []
+        for _, h in decisions:
+            fits = self.ctx.candidates(as_history(h))
+            held = len(fits) == 1 and self.ctx.words.answers[int(fits[0])] in self._held_out()
+            counts.append(-1 if held else len(fits))
+        return decisions, counts
+
     def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
         """``(k, decisions, n)``: decision ``k`` of a played game drawn at random among those
         where some answer word still fits (among all, if none does: a state no answer word fits,
-        late in a game on an outside word, scores every move 0; with ``moves_states="endgame"``
-        among those where exactly one fits, if any), the game's :func:`decision_prefixes`, and
-        the number of answer words that fit at ``k``."""
-        decisions = decision_prefixes(game, row)
-        counts = [len(self.ctx.candidates(as_history(h))) for _, h in decisions]
-        open_ = [i for i, c in enumerate(counts) if c]
-        if self.cfg.moves_states == "endgame":
+        late in a game on an outside word, scores every move 0; with ``moves_states`` endgame or
+        recall among those where exactly one fits, if any), the game's :func:`decision_prefixes`,
+        and the number of answer words that fit at ``k``."""
+        decisions, counts = self._fit_counts(game, row)
+        open_ = [i for i, c in enumerate(counts) if c > 0]
+        if self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
         k = int(self.rng.choice(open_ or range(len(decisions))))
         return k, decisions, counts[k]
+
+    def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
+        """``n`` group states ``(game index, k, decisions, fitting)``. Game ``i < n`` is group
+        ``i``'s own game, drawn from by :meth:`draw_state`; with ``moves_states="recall"`` the
+        states are drawn without replacement among every decision of every game where exactly one
+        answer word fits (a recall state: the policy must write that word), and a group left
+        without one takes its own game's :meth:`draw_state`."""
+        if self.cfg.moves_states != "recall":
+            return [(i, *self.draw_state(games[i], rows[i])) for i in range(n)]
+        pool, prefixes = [], []
+        for i, (game, row) in enumerate(zip(games, rows)):
+            decisions, counts = self._fit_counts(game, row)
+            prefixes.append(decisions)
+            pool += [(i, k) for k, c in enumerate(counts) if c == 1]
+        self.last_stats["wordle/recall_pool"] = len(pool) / n
+        take = self.rng.choice(len(pool), size=min(n, len(pool)), replace=False) if pool else []
+        out = [(pool[j][0], pool[j][1], prefixes[pool[j][0]], 1) for j in take]
+        return out + [(i, *self.draw_state(games[i], rows[i])) for i in range(len(out), n)]
+
+    def record_recall(self, histories: list, output_dir: str | Path) -> int:
+        """Append the group states where exactly one answer word fits, each with that word, to
+        ``output_dir/rl_recall_states/rank<r>.jsonl`` (``{"history", "recall_word"}`` per line):
+        the RL term rewards writing that word there, so the training-overlap audit
+        (:mod:`wordle_rl.audit`) counts it as an imitated move. Returns how many were written."""
+        from accelerate import PartialState
+
+        lines = []
+        for history in histories:
+            fits = self.ctx.candidates(as_history(history))
+            if len(fits) == 1:
+                word = self.ctx.words.answers[int(fits[0])]
+                lines.append(json.dumps({"history": history, "recall_word": word}) + "\n")
+        if lines:
+            folder = Path(output_dir) / RECALL_STATES_DIR
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / f"rank{PartialState().process_index}.jsonl", "a") as f:
+                f.writelines(lines)
+        return len(lines)
 
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
         """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
@@ -260,14 +325,16 @@ class MoveRollout(WordleRollout):
         t0 = time.perf_counter()
         g, model = self.cfg.num_generations, trainer.model
         group_rows = [int(p[0][ROW_KEY]) for p in prompts[::g]]
+        extra = len(group_rows) * (self.cfg.moves_games - 1)
+        played = group_rows + [int(self.rng.integers(len(self.rows))) for _ in range(extra)]
         sample_turns = None if self.cfg.moves_from == "sampled" else 0
-        games = self.play(model, group_rows, sample_turns=sample_turns)
-        states, after_refusal, n_fit = [], 0, []
-        for r, game in zip(group_rows, games):
-            k, decisions, fitting = self.draw_state(game, self.rows[r])
-            after_refusal += any(e is not None for e in game["errors"][:k])
-            states.append(decisions[k])
-            n_fit.append(fitting)
+        games = self.play(model, played, sample_turns=sample_turns)
+        picks = self.draw_states(games, [self.rows[r] for r in played], len(group_rows))
+        states = [decisions[k] for _, k, decisions, _ in picks]
+        n_fit = [fitting for *_, fitting in picks]
+        refused = [any(e is not None for e in games[i]["errors"][:k]) for i, k, *_ in picks]
+        group_rows = [played[i] for i, *_ in picks]
+        self.record_recall([h for _, h in states], trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         moves = self._sample_moves(model, prefixes)
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
@@ -294,7 +361,7 @@ class MoveRollout(WordleRollout):
                 "wordle/fits_rate": float(np.mean(fits)),
                 "wordle/win_rate": float(np.mean([x["won"] for x in games])),
                 "wordle/games": len(games),
-                "wordle/state_after_refusal": after_refusal / len(games),
+                "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),

@@ -307,6 +307,8 @@ class Runner:
             scale_rewards=t.scale_rewards,
             credit=t.credit,
             moves_states=t.moves_states,
+            moves_games=t.moves_games,
+            protocol=self.cfg.data.protocol,
             sft_soft_target_weight=self.cfg.sft.soft_target_weight,
         )
 
@@ -322,6 +324,7 @@ class Runner:
         from wordle_rl.audit import TrainingIndex
         from wordle_rl.evaluate import ModelPolicy, run_eval
         from wordle_rl.models import load_model
+        from wordle_rl.move_rollout import RECALL_STATES_DIR
         from wordle_rl.prompts import PromptStyle
         from wordle_rl.words import load_word_lists
 
@@ -337,6 +340,8 @@ class Runner:
             f"in {audit_index_s} s"
         )
         for name, path in self.trained():
+            taught = path / RECALL_STATES_DIR  # what the RL term rewarded writing, where
+            seen = index.extended([taught], words) if taught.is_dir() else index
             model, tok = load_model(str(path), threads=self.cfg.threads)
             model.eval()
             for split in self.cfg.eval.splits:
@@ -359,7 +364,7 @@ class Runner:
                         words,
                         sp.train,
                         {"model": str(path)},
-                        index=index,
+                        index=seen,
                     )
                     self.console.print(
                         f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"

@@ -4,6 +4,7 @@ stage times."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from wordle_rl.eval_tables import (
@@ -173,7 +174,7 @@ def write_report(runner) -> Path:
             lines.append(
                 f"- **{g['answer'].upper()}** {'won' if g['won'] else 'lost'}: {tiles}  `{words}`"
             )
-    lines += _training_lines(runner)
+    lines += _training_lines(runner) + _recall_lines(runner)
     lines += [
         "",
         "## Wall time and memory per stage",
@@ -274,6 +275,32 @@ def _training_lines(runner) -> list[str]:
             "steps in the budget, and held-out wins grow with the SFT steps done.",
         ]
     return lines
+
+
+def _recall_lines(runner) -> list[str]:
+    """The answer words the GRPO stage rewarded writing where each was the only one that fits
+    (its recall states), by split: a held-out word among them was trained on in that form."""
+    from wordle_rl.move_rollout import RECALL_STATES_DIR
+    from wordle_rl.splits import SPLIT_NAMES
+
+    files = sorted((runner.paths["grpo"] / RECALL_STATES_DIR).glob("*.jsonl"))
+    if not files:
+        return []
+    words = Counter(
+        json.loads(x)["recall_word"] for f in files for x in f.read_text().splitlines() if x
+    )
+    sp = runner._splits()
+    by_split = ", ".join(
+        f"{name} {len(words.keys() & set(getattr(sp, name)))} of {len(getattr(sp, name))}"
+        for name in SPLIT_NAMES
+    )
+    return [
+        "",
+        f"The GRPO stage rewarded writing an answer word at {sum(words.values()):,} states of its "
+        f"own games where that word was the only answer word that fits, {len(words):,} distinct "
+        f"words ({by_split} answers of each split). The audit counts each such state -> word as "
+        "an imitated move of the GRPO model.",
+    ]
 
 
 def _cumulative_wins(log: list[dict], batch: int, plots: Path) -> str:

@@ -50,11 +50,12 @@ class RlConfig:
         },
     )
     wide_share: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Share of rows whose target is an allowed word outside the answer list (never "
             "a val or test answer; histories from the candidate solver over every allowed word): "
-            "games on words the model was never taught as answers, like the held-out ones."
+            "games on words the model was never taught as answers, like the held-out ones, reach "
+            "the recall states the moves rollout trains at (1.0: every row, and split is unused)."
         },
     )
     style: str = field(
