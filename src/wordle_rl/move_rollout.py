@@ -263,17 +263,21 @@ class MoveRollout(WordleRollout):
             counts.append(-1 if held else len(fits))
         return decisions, counts
 
-    def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
-        """``(k, decisions, n)``: decision ``k`` of a played game drawn at random among those
-        where some answer word still fits (among all, if none does: a state no answer word fits,
-        late in a game on an outside word, scores every move 0; with ``moves_states`` endgame or
-        recall among those where exactly one fits, if any), the game's :func:`decision_prefixes`,
-        and the number of answer words that fit at ``k``."""
-        decisions, counts = self._fit_counts(game, row)
+    def _draw(self, counts: list[int]) -> int:
+        """A decision drawn at random among those where some answer word fits (among all, if none
+        does; with ``moves_states`` endgame or recall among those where exactly one fits, if
+        any)."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
         if self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
-        k = int(self.rng.choice(open_ or range(len(decisions))))
+        return int(self.rng.choice(open_ or range(len(counts))))
+
+    def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
+        """``(k, decisions, n)``: decision ``k`` of a played game drawn by :meth:`_draw` (a state
+        no answer word fits, late in a game on an outside word, scores every move 0), the game's
+        :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
+        decisions, counts = self._fit_counts(game, row)
+        k = self._draw(counts)
         return k, decisions, counts[k]
 
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
@@ -281,18 +285,19 @@ class MoveRollout(WordleRollout):
         ``i``'s own game, drawn from by :meth:`draw_state`; with ``moves_states="recall"`` the
         states are drawn without replacement among every decision of every game where exactly one
         answer word fits (a recall state: the policy must write that word), and a group left
-        without one takes its own game's :meth:`draw_state`."""
+        without one takes its own game's :meth:`_draw`."""
         if self.cfg.moves_states != "recall":
             return [(i, *self.draw_state(games[i], rows[i])) for i in range(n)]
-        pool, prefixes = [], []
-        for i, (game, row) in enumerate(zip(games, rows)):
-            decisions, counts = self._fit_counts(game, row)
-            prefixes.append(decisions)
-            pool += [(i, k) for k, c in enumerate(counts) if c == 1]
+        counted = [self._fit_counts(game, row) for game, row in zip(games, rows)]
+        pool = [(i, k) for i, (_, c) in enumerate(counted) for k in range(len(c)) if c[k] == 1]
         self.last_stats["wordle/recall_pool"] = len(pool) / n
         take = self.rng.choice(len(pool), size=min(n, len(pool)), replace=False) if pool else []
-        out = [(pool[j][0], pool[j][1], prefixes[pool[j][0]], 1) for j in take]
-        return out + [(i, *self.draw_state(games[i], rows[i])) for i in range(len(out), n)]
+        out = [(i, k, counted[i][0], 1) for i, k in (pool[j] for j in take)]
+        for i in range(len(out), n):
+            decisions, counts = counted[i]
+            k = self._draw(counts)
+            out.append((i, k, decisions, counts[k]))
+        return out
 
     def record_recall(self, histories: list, output_dir: str | Path) -> int:
         """Append the group states where exactly one answer word fits, each with that word, to
