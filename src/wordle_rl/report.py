@@ -293,6 +293,7 @@ def _recall_lines(runner) -> list[str]:
     by_split = ", ".join(
         f"{name} {len(words.keys() & set(getattr(sp, name)))} of {len(getattr(sp, name))}"
         for name in SPLIT_NAMES
+        if getattr(sp, name)
     )
     return [
         "",
