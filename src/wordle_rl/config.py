@@ -259,13 +259,13 @@ class GrpoSection:
         default_factory=_grpo("moves_states"),
         metadata={"help": "moves: any, endgame or recall states of the policy's games."},
     )
-    moves_games: int = field(
+    moves_games: int | None = field(
         default_factory=_grpo("moves_games"),
-        metadata={"help": "moves: games the policy plays per group (recall states pool them)."},
+        metadata={"help": "moves: games the policy plays per group (None: 3 with recall, else 1)."},
     )
-    credit: str = field(
+    credit: str | None = field(
         default_factory=_grpo("credit"),
-        metadata={"help": "moves: move, letter, expected or expected-log credit."},
+        metadata={"help": "move, letter, expected or expected-log (None: expected-log for moves)."},
     )
     scale_rewards: str = field(
         default_factory=_grpo("scale_rewards"),
