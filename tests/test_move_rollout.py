@@ -386,23 +386,24 @@ def test_recall_states_are_drawn_from_every_game_played(trained_micro):
         WordleGRPOConfig(output_dir="unused", moves_states="any", moves_games=2)
 
 
-def test_strict_protocol_never_draws_a_held_out_recall_state(trained_micro, tmp_path):
-    """Under the strict protocol a state whose one fitting word is a val or test answer is not a
-    recall state (nor any state, while the game has another)."""
+def test_a_held_out_recall_state_is_never_drawn(trained_micro, tmp_path):
+    """A state whose one fitting word is a val or test answer of the splits file is not a recall
+    state, nor any state while the game has another: the RL term never rewards writing a held-out
+    answer. Without a splits file nothing is held out."""
     root, model_path = trained_micro
     _, tok = load_model(str(model_path), threads=1)
     Splits(0, (0.8, 0.1, 0.1), train=["dopey"], val=["dowel"], test=[]).save(tmp_path / "s.json")
-    kw = dict(moves_states="recall", moves_games=2, splits=str(tmp_path / "s.json"))
-    strict = MoveRollout(_cfg(root, protocol="strict", **kw), [], tok)
+    kw = dict(moves_states="recall", moves_games=2)
+    held = MoveRollout(_cfg(root, splits=str(tmp_path / "s.json"), **kw), [], tok)
     games, rows = [_doxed(), _doxed()], [{}, {"history": [["pinch", "XXXXX"]]}]
     for _ in range(20):  # DOWEL is the only fit at (0, 4), (1, 2), (1, 3) and (1, 4)
-        picks = strict.draw_states(games, rows, 2)
+        picks = held.draw_states(games, rows, 2)
         assert all(p[3] > 1 for p in picks)  # no recall state: each game's own other states
-        assert all(strict.draw_state(g, r)[2] > 1 for g, r in zip(games, rows))
-    picks = MoveRollout(_cfg(root, **kw), [], tok).draw_states(games, rows, 2)
-    assert [p[3] for p in picks] == [1, 1]  # open: DOWEL is taught
-    with pytest.raises(ValueError, match="protocol must be open or strict"):
-        WordleGRPOConfig(output_dir="unused", protocol="closed")
+        assert all(held.draw_state(g, r)[2] > 1 for g, r in zip(games, rows))
+        assert held._draw([-1, 0, -1, 0]) in (1, 3)  # no word fits: still not the held-out one
+    assert held._draw([-1]) == 0  # nothing else left
+    unsplit = MoveRollout(_cfg(root, splits=str(tmp_path / "none.json"), **kw), [], tok)
+    assert [p[3] for p in unsplit.draw_states(games, rows, 2)] == [1, 1]  # DOWEL is taught
 
 
 def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):

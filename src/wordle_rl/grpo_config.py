@@ -159,14 +159,6 @@ class WordleGRPOConfig(GRPOConfig):
             "is a val/test answer."
         },
     )
-    protocol: str = field(
-        default="open",
-        metadata={
-            "help": "What the moves rollout may reward writing, as `wordle-rl data sft`'s "
-            "protocol: open (any answer word) or strict (never at a state whose one fitting answer "
-            "word is a val or test answer of the splits file)."
-        },
-    )
     sft_data: str | None = field(
         default="data/sft",
         metadata={
@@ -342,8 +334,6 @@ class WordleGRPOConfig(GRPOConfig):
                 f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
             )
-        if self.protocol not in ("open", "strict"):
-            raise ValueError(f"protocol must be open or strict, got {self.protocol!r}")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":

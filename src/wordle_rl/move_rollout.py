@@ -242,10 +242,11 @@ class MoveRollout(WordleRollout):
         return out
 
     def _held_out(self) -> set[str]:
-        """The val and test answers under ``protocol="strict"`` (else none), read once."""
+        """The val and test answers of the splits file (none without one), read once: the RL term
+        never rewards writing one of them."""
         if not hasattr(self, "_held"):
             self._held: set[str] = set()
-            if self.cfg.protocol == "strict":
+            if Path(self.cfg.splits).is_file():
                 from wordle_rl.splits import Splits
 
                 sp = Splits.load(self.cfg.splits, self.ctx.words)
@@ -254,8 +255,8 @@ class MoveRollout(WordleRollout):
 
     def _fit_counts(self, game: dict, row: dict) -> tuple[list, list[int]]:
         """The game's :func:`decision_prefixes` and how many answer words fit at each (-1 for a
-        state whose one fitting word is held out under the strict protocol: never drawn while
-        the game has another)."""
+        state whose one fitting word is a val or test answer: never drawn while the game has
+        another)."""
         decisions, counts = decision_prefixes(game, row), []
         for _, h in decisions:
             fits = self.ctx.candidates(as_history(h))
@@ -264,13 +265,15 @@ class MoveRollout(WordleRollout):
         return decisions, counts
 
     def _draw(self, counts: list[int]) -> int:
-        """A decision drawn at random among those where some answer word fits (among all, if none
-        does; with ``moves_states`` endgame or recall among those where exactly one fits, if
-        any)."""
+        """A decision drawn at random among those where some answer word fits (with
+        ``moves_states`` endgame or recall among those where exactly one fits, if any); if none
+        does, among those where none fits, and a held-out recall state only when nothing else is
+        left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
         if self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
-        return int(self.rng.choice(open_ or range(len(counts))))
+        open_ = open_ or [i for i, c in enumerate(counts) if c == 0] or list(range(len(counts)))
+        return int(self.rng.choice(open_))
 
     def draw_state(self, game: dict, row: dict) -> tuple[int, list, int]:
         """``(k, decisions, n)``: decision ``k`` of a played game drawn by :meth:`_draw` (a state

@@ -308,7 +308,6 @@ class Runner:
             credit=t.credit,
             moves_states=t.moves_states,
             moves_games=t.moves_games,
-            protocol=self.cfg.data.protocol,
             sft_soft_target_weight=self.cfg.sft.soft_target_weight,
         )
 
