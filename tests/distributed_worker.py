@@ -71,6 +71,9 @@ def main() -> None:
             **common,
         )
         run_grpo(cfg, resume, callbacks=[Recorder(out_dir)])
+    from accelerate import PartialState
+
+    PartialState().destroy_process_group()  # as the CLI does: no rank exits with gloo running
 
 
 if __name__ == "__main__":

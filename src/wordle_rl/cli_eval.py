@@ -342,6 +342,39 @@ def compare(
 
 
 @app.command()
+def probe(
+    models: Annotated[list[Path], typer.Argument(help="Model folders, the first the reference.")],
+    games: Annotated[
+        Path, typer.Option(help="A games.jsonl of `wordle-rl eval`, whose recall states are asked.")
+    ],
+    threads: Annotated[int, typer.Option(help="Torch CPU threads.")] = 2,
+) -> None:
+    """The recall probe (module wordle_rl.recall_probe): each model's chance of writing the answer
+    at the recall states of one evaluation's games, and states won only by the first or by it."""
+    from wordle_rl import recall_probe as rp
+    from wordle_rl.models import check_prompt_style, load_model
+
+    try:
+        states = rp.recall_states(games)
+        style = rp.games_env_config(games).style
+        found = []
+        for m in models:
+            check_prompt_style(str(m), style)
+            found.append(rp.probe_model(*load_model(str(m), threads=threads), states, style))
+    except (FileNotFoundError, ValueError, OSError) as e:
+        raise fail(str(e)) from e
+    table = Table(title=f"recall probe: {len(states)} recall states of {games}")
+    for col in ("model", "mean P(answer)", "greedy writes it", "below 0.5", "only first / only it"):
+        table.add_column(col)
+    for m, r in zip(models, found):
+        a, b, p = rp.greedy_discordance(found[0]["greedy"], r["greedy"])
+        vs = "-" if r is found[0] else f"{a} / {b} (McNemar p {p:.3g})"
+        cells = (f"{r['mean_p']:.3f}", str(r["greedy_right"]), str(r["below_half"]), vs)
+        table.add_row(str(m), *cells)
+    console.print(table)
+
+
+@app.command()
 def plot(
     runs: Annotated[
         list[Path], typer.Argument(help="Run folders with results.json (models and solvers).")

@@ -73,6 +73,8 @@ def sft(
         out = run_sft(cfg, resume=resume)
     except (FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from e
+    finally:
+        _end_processes()
     console.print(f"model -> {out}")
 
 
@@ -100,7 +102,17 @@ def grpo(
         out = run_grpo(cfg, resume=resume)
     except (FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from e
+    finally:
+        _end_processes()
     console.print(f"model -> {out}")
+
+
+def _end_processes() -> None:
+    """Close the process group of an ``accelerate launch`` run (nothing in a single process), so
+    that no rank exits with its communication threads still running."""
+    from accelerate import PartialState
+
+    PartialState().destroy_process_group()
 
 
 def _parse_config(cls, config: Path | None, args: list[str]):
