@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from wordle_rl.audit import TrainingIndex, state_key
-from wordle_rl.game import consistent_with
+from wordle_rl.game import consistent_with, pattern_to_str, score
 from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
 from wordle_rl.models import load_model
 from wordle_rl.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
@@ -404,6 +404,28 @@ def test_a_held_out_recall_state_is_never_drawn(trained_micro, tmp_path):
     assert held._draw([-1]) == 0  # nothing else left
     unsplit = MoveRollout(_cfg(root, splits=str(tmp_path / "none.json"), **kw), [], tok)
     assert [p[3] for p in unsplit.draw_states(games, rows, 2)] == [1, 1]  # DOWEL is taught
+
+
+def test_a_held_out_recall_state_left_as_the_only_one_teaches_nothing(
+    trained_micro, as_trainer, tmp_path
+):
+    """Rows one move from the end whose every decision is a held-out recall state: the groups
+    still form there, but no move earns anything, no letter is credited and nothing is recorded
+    as taught."""
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    Splits(0, (0.8, 0.1, 0.1), train=["dopey"], val=["dowel"], test=[]).save(tmp_path / "s.json")
+    guesses = ["tares", "coden", "pinch", "jumpy", "fight"]  # then DOWEL alone fits
+    history = [[g, pattern_to_str(score(g, "doxed"))] for g in guesses]
+    row = {**load_rl_rows(root / "rl")[0], "answer": "doxed", "history": history, "depth": 5}
+    cfg = _cfg(root, splits=str(tmp_path / "s.json"), moves_states="recall", moves_games=2)
+    ro = MoveRollout(cfg, [row, row], tok)
+    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1) for _ in "abcd"]
+    out = ro(prompts, as_trainer(model))
+    assert out["move_fits"] == [0.0] * 8 and ro.last_sets == [[]] * 8
+    assert ro.last_stats["wordle/state_held_out"] == 1.0
+    assert not (tmp_path / "trainer" / RECALL_STATES_DIR).exists()
+    assert ro.allowed_letters(12).sum() == 0
 
 
 def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):

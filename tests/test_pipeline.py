@@ -9,6 +9,7 @@ from rich.console import Console
 
 from wordle_rl.config import ConfigError, load_config
 from wordle_rl.pipeline import STAGES, run_pipeline
+from wordle_rl.recall_probe import recall_states
 
 
 def test_presets_and_config_errors(tmp_path):
@@ -80,7 +81,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
     text = report.read_text()
     assert sorted(p.name for p in (out / "eval").iterdir()) == ["test", "val"]
     for split in ("test", "val"):
-        runs = sorted(p.name for p in (out / "eval" / split).iterdir())
+        runs = sorted(p.name for p in (out / "eval" / split).iterdir() if p.is_dir())
         assert runs == [
             "grpo-consistent",
             "grpo-free",
@@ -121,6 +122,14 @@ def test_quick_pipeline_end_to_end(tmp_path):
                     f"| {name} | {res['decode']} | {c['wins']} of {c['games']} |"
                 )
         assert "Training-overlap audit" in section
+        # both models asked at the SFT model's recall states: greedy SFT writes the answer
+        # exactly where its own free game did
+        probe = json.loads((out / "eval" / split / "recall_probe.json").read_text())
+        states = recall_states(out / "eval" / split / "sft-free" / "games.jsonl")
+        sft, grpo = probe["models"]
+        assert probe["states"] == len(states) and sft["model"] == str(out / "sft")
+        assert sft["greedy_right"] == sum(s.played_right for s in states)
+        assert f"GRPO {grpo['mean_p']:.3f}, {grpo['greedy_right']} " in section
     assert (
         "Sample games" in text
         and "Wall time and memory per stage" in text

@@ -350,27 +350,21 @@ def probe(
     threads: Annotated[int, typer.Option(help="Torch CPU threads.")] = 2,
 ) -> None:
     """The recall probe (module wordle_rl.recall_probe): each model's chance of writing the answer
-    at the recall states of one evaluation's games, and states won only by the first or by it."""
-    from wordle_rl import recall_probe as rp
-    from wordle_rl.models import check_prompt_style, load_model
+    at the recall states of one evaluation's games, and the states only the first or only it
+    writes it at."""
+    from wordle_rl.recall_probe import probe_models
 
     try:
-        states = rp.recall_states(games)
-        style = rp.games_env_config(games).style
-        found = []
-        for m in models:
-            check_prompt_style(str(m), style)
-            found.append(rp.probe_model(*load_model(str(m), threads=threads), states, style))
+        r = probe_models(models, games, threads)
     except (FileNotFoundError, ValueError, OSError) as e:
         raise fail(str(e)) from e
-    table = Table(title=f"recall probe: {len(states)} recall states of {games}")
+    table = Table(title=f"recall probe: {r['states']} recall states of {games}")
     for col in ("model", "mean P(answer)", "greedy writes it", "below 0.5", "only first / only it"):
         table.add_column(col)
-    for m, r in zip(models, found):
-        a, b, p = rp.greedy_discordance(found[0]["greedy"], r["greedy"])
-        vs = "-" if r is found[0] else f"{a} / {b} (McNemar p {p:.3g})"
-        cells = (f"{r['mean_p']:.3f}", str(r["greedy_right"]), str(r["below_half"]), vs)
-        table.add_row(str(m), *cells)
+    for i, m in enumerate(r["models"]):
+        vs = f"{m['only_first']} / {m['only_it']} (McNemar p {m['mcnemar_p']:.3g})" if i else "-"
+        cells = (f"{m['mean_p']:.3f}", str(m["greedy_right"]), str(m["below_half"]), vs)
+        table.add_row(m["model"], *cells)
     console.print(table)
 
 

@@ -340,24 +340,31 @@ class MoveRollout(WordleRollout):
         picks = self.draw_states(games, [self.rows[r] for r in played], len(group_rows))
         states = [decisions[k] for _, k, decisions, _ in picks]
         n_fit = [fitting for *_, fitting in picks]
+        # a held-out recall state, drawn only when its game has no other, teaches nothing
+        held = [fitting == -1 for fitting in n_fit for _ in range(g)]
         refused = [any(e is not None for e in games[i]["errors"][:k]) for i, k, *_ in picks]
         group_rows = [played[i] for i, *_ in picks]
-        self.record_recall([h for _, h in states], trainer.args.output_dir)
+        taught = [h for (_, h), n in zip(states, n_fit) if n != -1]
+        self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         moves = self._sample_moves(model, prefixes)
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
-        fits = [s for s, _ in scored]
+        fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
         self.last_credit = self.last_sets = None
         histories = [states[i // g][1] for i in range(len(moves))]
         if self.cfg.credit == "letter":
             self.last_credit = self.letter_credit(model, prefixes, moves, histories)
+            for i in np.flatnonzero(held):
+                self.last_credit[i] = [0.0] * len(moves[i])
             blamed = [c for c in self.last_credit if c is not None]
             self.last_stats["wordle/letter_blame"] = float(
                 np.mean([min(c) for c in blamed]) if blamed else 0.0
             )
         elif self.cfg.credit.startswith("expected"):
             self.last_sets = self.letter_sets(moves, histories)
+            for i in np.flatnonzero(held):
+                self.last_sets[i] = []
         self.last_rows = [
             {"answer": self.rows[r]["answer"], "history": h}
             for r, (_, h) in zip(group_rows, states)
@@ -372,6 +379,7 @@ class MoveRollout(WordleRollout):
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
+                "wordle/state_held_out": float(np.mean([c == -1 for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
             }

@@ -368,6 +368,13 @@ class Runner:
                     self.console.print(
                         f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"
                     )
+        if len(self.trained()) == 2 and "free" in self.cfg.eval.decodes:
+            from wordle_rl.recall_probe import PROBE_FILE, probe_models
+
+            for split in self.cfg.eval.splits:  # both models at the SFT model's recall states
+                d = self.paths["eval"] / split
+                r = probe_models([p for _, p in self.trained()], d / "sft-free" / "games.jsonl")
+                (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
 
     def stage_report(self):

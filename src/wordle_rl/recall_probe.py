@@ -32,8 +32,12 @@ __all__ = [
     "games_env_config",
     "recall_states",
     "probe_model",
+    "probe_models",
     "greedy_discordance",
+    "PROBE_FILE",
 ]
+
+PROBE_FILE = "recall_probe.json"  # the pipeline's probe of its models, beside each split's runs
 
 
 @dataclass
@@ -124,3 +128,27 @@ def greedy_discordance(first: list[bool], second: list[bool]) -> tuple[int, int,
     only_b = sum(b and not a for a, b in zip(first, second))
     p = float(binomtest(only_b, only_a + only_b).pvalue) if only_a + only_b else 1.0
     return only_a, only_b, p
+
+
+def probe_models(models: list[str | Path], games_path: str | Path, threads: int = 2) -> dict:
+    """Every model (a folder trained on the games' prompt style) at the recall states of
+    ``games_path``: ``{"games", "states", "models": [...]}``, each model with its mean chance of
+    the answer, the states greedy decoding writes it at, those below 0.5, and against the first
+    model the states only the first or only it writes (exact McNemar p)."""
+    from wordle_rl.models import check_prompt_style, load_model
+
+    states = recall_states(games_path)
+    style = games_env_config(Path(games_path)).style
+    found = []
+    for m in models:
+        check_prompt_style(str(m), style)
+        model, tok = load_model(str(m), threads=threads)
+        model.eval()
+        found.append(probe_model(model, tok, states, style))
+    rows = []
+    for m, r in zip(models, found):
+        only_first, only_it, p = greedy_discordance(found[0]["greedy"], r["greedy"])
+        row = {k: r[k] for k in ("mean_p", "greedy_right", "below_half")}
+        row.update(only_first=only_first, only_it=only_it, mcnemar_p=p)
+        rows.append({"model": str(m), **row})
+    return {"games": str(games_path), "states": len(states), "models": rows}

@@ -87,6 +87,25 @@ def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str
     return lines
 
 
+def _probe_lines(eval_dir: Path) -> list[str]:
+    """The recall probe of the SFT and GRPO models (:mod:`wordle_rl.recall_probe`), if run."""
+    from wordle_rl.recall_probe import PROBE_FILE
+
+    if not (eval_dir / PROBE_FILE).is_file():
+        return []
+    r = json.loads((eval_dir / PROBE_FILE).read_text())
+    sft, grpo = r["models"]
+    return [
+        "",
+        f"Recall probe: at the {r['states']} recall states of the SFT model's games (the answer "
+        "is the one answer word that fits), the chance each model gives the whole answer, and "
+        f"the states where greedy decoding writes it: SFT {sft['mean_p']:.3f}, "
+        f"{sft['greedy_right']}; GRPO {grpo['mean_p']:.3f}, {grpo['greedy_right']} "
+        f"({grpo['only_first']} only by SFT, {grpo['only_it']} only by GRPO, McNemar p = "
+        f"{grpo['mcnemar_p']:.3g}).",
+    ]
+
+
 def write_report(runner) -> Path:
     from wordle_rl.plots import plot_eval_runs, plot_training_log, plot_val_curve
 
@@ -113,6 +132,7 @@ def write_report(runner) -> Path:
         lines += [_row(name, r) for name, r in split_runs]
         lines += _audit_lines(split_runs)
         lines += _paired_lines(runner.paths["eval"] / split, split_runs, runner.cfg)
+        lines += _probe_lines(runner.paths["eval"] / split)
         lines.append("")
     if runs:
         for p in plot_eval_runs(runs, plots):
