@@ -14,7 +14,8 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    (every one, if none does), and its conversation so far (token ids) is the group's prompt, a
    state after a refused move included; with ``moves_states="recall"`` the policy plays
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
-   where exactly one answer word fits, the recall states where held-out games are lost;
+   where exactly one answer word fits, the recall states where held-out games are lost (never one
+   whose word is a val or test answer of the splits file: the RL term never rewards writing one);
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.rewards.move_fits`: 1 when it is a public answer word that fits
    every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the feedback rules
