@@ -45,11 +45,18 @@ def test_recall_states_are_the_decisions_where_only_the_answer_fits(words, tmp_p
     first = states[0].messages  # the conversation up to the decision, refused moves included
     assert sum(m["role"] == "assistant" for m in first) == expected[0]
     assert all("dowel" not in m["content"].lower() for m in first)  # the answer is not given away
-    with pytest.raises(FileNotFoundError, match="no games file"):
+    sample = json.dumps({"answer": "cigar", "split": "train-sample", "moves": []})
+    with games.open("a") as f:  # a train sample beside the split's games is not probed
+        f.write(sample.replace('"moves": []', '"moves": [{"completion": "<guess>cigar</guess>"}]'))
+    assert len(recall_states(games)) == len(states)
+    with pytest.raises(FileNotFoundError, match="no games.jsonl"):
         recall_states(tmp_path / "none.jsonl")
     (tmp_path / "bad.jsonl").write_text('{"answer": "dowel"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: not a game record"):
+    with pytest.raises(ValueError, match=r"bad.jsonl: game 1 is not a record"):
         recall_states(tmp_path / "bad.jsonl")
+    (tmp_path / "broken.jsonl").write_text('{"answer": \n')
+    with pytest.raises(ValueError, match=r"broken.jsonl: not a games file"):
+        recall_states(tmp_path / "broken.jsonl")
 
 
 def test_the_greedy_flag_is_what_greedy_decoding_writes(trained_micro, words, tmp_path):
@@ -78,4 +85,4 @@ def test_the_greedy_flag_is_what_greedy_decoding_writes(trained_micro, words, tm
     assert result.exit_code == 0, result.output
     assert f"{len(states)} recall states" in result.output and "0 / 0" in result.output
     missing = CliRunner().invoke(app, ["probe", str(model_path), "--games", str(tmp_path / "x")])
-    assert missing.exit_code != 0 and "no games file" in missing.output
+    assert missing.exit_code != 0 and "no games.jsonl" in missing.output

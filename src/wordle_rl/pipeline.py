@@ -373,7 +373,8 @@ class Runner:
 
             for split in self.cfg.eval.splits:  # both models at the SFT model's recall states
                 d = self.paths["eval"] / split
-                r = probe_models([p for _, p in self.trained()], d / "sft-free" / "games.jsonl")
+                models = [p for _, p in self.trained()]
+                r = probe_models(models, d / "sft-free" / "games.jsonl", self.cfg.threads)
                 (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
 

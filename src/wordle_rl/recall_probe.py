@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.env import EnvConfig, WordleEnv
+from wordle_rl.paired import read_games
 from wordle_rl.prompts import PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
 
@@ -61,19 +62,21 @@ def games_env_config(games_path: Path) -> EnvConfig:
 
 
 def recall_states(games_path: str | Path, ctx: RewardContext | None = None) -> list[RecallState]:
-    """Every recall state of the games in ``games_path`` (a `wordle-rl eval` games.jsonl), found
-    by replaying each game's completions through :class:`WordleEnv`."""
+    """Every recall state of the games in ``games_path`` (a `wordle-rl eval` games.jsonl; its
+    train-sample games left out, as :func:`wordle_rl.paired.read_games` does), found by replaying
+    each game's completions through :class:`WordleEnv`."""
     path = Path(games_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no games file (write one with `wordle-rl eval --out`)")
+    try:
+        games = read_games(path)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a games file of `wordle-rl eval` ({e})") from e
     ctx, config = ctx or RewardContext(), games_env_config(path)
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, game in enumerate(games, 1):
         try:
-            game = json.loads(line)
             answer, moves = game["answer"], game["moves"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: not a game record of `wordle-rl eval` ({e})") from e
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path}: game {n} is not a record of `wordle-rl eval` ({e})") from e
         env = WordleEnv(config, ctx=ctx)
         env.reset(answer=answer)
         for move in moves:
