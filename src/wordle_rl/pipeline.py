@@ -325,6 +325,7 @@ class Runner:
         from wordle_rl.models import load_model
         from wordle_rl.move_rollout import RECALL_STATES_DIR
         from wordle_rl.prompts import PromptStyle
+        from wordle_rl.recall_probe import PROBE_FILE, probe_model, probe_summary, recall_states
         from wordle_rl.words import load_word_lists
 
         sp, words = self._splits(), load_word_lists()
@@ -338,6 +339,8 @@ class Runner:
             f"training-overlap index: {len(index.pairs):,} imitated moves from {index.rows:,} rows "
             f"in {audit_index_s} s"
         )
+        probe = len(self.trained()) == 2 and "free" in self.cfg.eval.decodes
+        states, found = {}, {split: [] for split in self.cfg.eval.splits}
         for name, path in self.trained():
             taught = path / RECALL_STATES_DIR  # what the RL term rewarded writing, where
             seen = index.extended([taught], words) if taught.is_dir() else index
@@ -368,14 +371,17 @@ class Runner:
                     self.console.print(
                         f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"
                     )
-        if len(self.trained()) == 2 and "free" in self.cfg.eval.decodes:
-            from wordle_rl.recall_probe import PROBE_FILE, probe_models
-
-            for split in self.cfg.eval.splits:  # both models at the SFT model's recall states
-                d = self.paths["eval"] / split
-                models = [p for _, p in self.trained()]
-                r = probe_models(models, d / "sft-free" / "games.jsonl", self.cfg.threads)
-                (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
+                if probe:  # both models at the SFT model's recall states, loaded once
+                    games = self.paths["eval"] / split / "sft-free" / "games.jsonl"
+                    if split not in states:
+                        states[split] = recall_states(games)
+                    found[split].append(probe_model(model, tok, states[split], style))
+        for split in self.cfg.eval.splits if probe else []:
+            d = self.paths["eval"] / split
+            r = probe_summary(
+                [p for _, p in self.trained()], found[split], d / "sft-free" / "games.jsonl"
+            )
+            (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
 
     def stage_report(self):

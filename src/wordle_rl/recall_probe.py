@@ -34,6 +34,7 @@ __all__ = [
     "recall_states",
     "probe_model",
     "probe_models",
+    "probe_summary",
     "greedy_discordance",
     "PROBE_FILE",
 ]
@@ -148,10 +149,15 @@ def probe_models(models: list[str | Path], games_path: str | Path, threads: int 
         model, tok = load_model(str(m), threads=threads)
         model.eval()
         found.append(probe_model(model, tok, states, style))
+    return probe_summary(models, found, games_path)
+
+
+def probe_summary(models: list[str | Path], found: list[dict], games_path: str | Path) -> dict:
+    """:func:`probe_models`'s record from each model's :func:`probe_model` at the same states."""
     rows = []
     for m, r in zip(models, found):
         only_first, only_it, p = greedy_discordance(found[0]["greedy"], r["greedy"])
         row = {k: r[k] for k in ("mean_p", "greedy_right", "below_half")}
         row.update(only_first=only_first, only_it=only_it, mcnemar_p=p)
         rows.append({"model": str(m), **row})
-    return {"games": str(games_path), "states": len(states), "models": rows}
+    return {"games": str(games_path), "states": found[0]["states"], "models": rows}
