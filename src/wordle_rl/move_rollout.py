@@ -51,6 +51,7 @@ from wordle_rl.parser import parse
 from wordle_rl.prompts import format_answer
 from wordle_rl.rewards import as_history, move_fits
 from wordle_rl.rollout import ROW_KEY, WordleRollout, _left_pad, move_error_rates
+from wordle_rl.splits import held_out_answers
 from wordle_rl.words import encode_words
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -150,10 +151,37 @@ class MoveRollout(WordleRollout):
         """The token ids of the letters a-z, in order."""
         return list(self._letter_table()[1])
 
+    def _valid_codes(self) -> np.ndarray:
+        """Letter codes of the allowed words that are no val or test answer of the splits file:
+        the words a move may still become after it breaks (``credit_after_break="valid"``)."""
+        if not hasattr(self, "_valid"):
+            held = self._held_out()
+            self._valid = encode_words([w for w in self.ctx.words.allowed if w not in held])
+        return self._valid
+
+    def _walk(self, codes, move, start: int, first: int, sets: list) -> int | None:
+        """Append ``(index, allowed)`` to ``sets`` for the letters of ``move`` from ``first`` on
+        while they keep it one of ``codes`` (filtered by the letters before ``first`` already);
+        the position of the letter that breaks it, else ``None``."""
+        letter_of = self._letter_table()[1]
+        for j in range(first, min(self.ctx.words.length, len(move) - start)):
+            if not len(codes):
+                return None
+            allowed = np.zeros(len(LETTERS), dtype=bool)
+            allowed[codes[:, j]] = True
+            sets.append((start + j, allowed))
+            letter = letter_of.get(move[start + j])
+            if letter is None or not allowed[letter]:
+                return j if letter is not None else None
+            codes = codes[codes[:, j] == letter]
+        return None
+
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
-        a public answer word that fits the history (``None``: the move has no guess tag)."""
+        a public answer word that fits the history (``None``: the move has no guess tag). With
+        ``credit_after_break="valid"`` the letters after that break are credited on, for keeping
+        the word one of the allowed words that is no val or test answer, up to its next break."""
         tag, letter_of = self._letter_table()
         fitting: dict[str, np.ndarray] = {}
         out: list[list[tuple[int, np.ndarray]] | None] = []
@@ -164,18 +192,13 @@ class MoveRollout(WordleRollout):
             hist = as_history(history)
             if repr(hist) not in fitting:
                 fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
-            codes, sets = fitting[repr(hist)], []
-            start = len(move) - move[::-1].index(tag)
-            for j in range(min(self.ctx.words.length, len(move) - start)):
-                if not len(codes):
-                    break
-                allowed = np.zeros(len(LETTERS), dtype=bool)
-                allowed[codes[:, j]] = True
-                sets.append((start + j, allowed))
-                letter = letter_of.get(move[start + j])
-                if letter is None or not allowed[letter]:
-                    break
-                codes = codes[codes[:, j] == letter]
+            start, sets = len(move) - move[::-1].index(tag), []
+            broke = self._walk(fitting[repr(hist)], move, start, 0, sets)
+            if broke is not None and self.cfg.credit_after_break == "valid":
+                codes = self._valid_codes()
+                for j in range(broke + 1):
+                    codes = codes[codes[:, j] == letter_of[move[start + j]]]
+                self._walk(codes, move, start, broke + 1, sets)
             out.append(sets)
         return out
 
@@ -246,12 +269,7 @@ class MoveRollout(WordleRollout):
         """The val and test answers of the splits file (none without one), read once: the RL term
         never rewards writing one of them."""
         if not hasattr(self, "_held"):
-            self._held: set[str] = set()
-            if Path(self.cfg.splits).is_file():
-                from wordle_rl.splits import Splits
-
-                sp = Splits.load(self.cfg.splits, self.ctx.words)
-                self._held = set(sp.val) | set(sp.test)
+            self._held = held_out_answers(self.cfg.splits, self.ctx.words)
         return self._held
 
     def _fit_counts(self, game: dict, row: dict) -> tuple[list, list[int]]:

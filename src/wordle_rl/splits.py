@@ -24,6 +24,7 @@ __all__ = [
     "RL_TARGET_SPLITS",
     "PROTOCOLS",
     "Splits",
+    "held_out_answers",
     "make_splits",
     "check_protocol",
     "check_leakage",
@@ -104,6 +105,15 @@ class Splits:
         if unknown:
             raise DataError(f"{path}: {len(unknown)} split word(s) are not answers: {unknown[:5]}")
         return s
+
+
+def held_out_answers(path: str | Path | None, words: WordList | None = None) -> set[str]:
+    """The val and test answers of the splits file at ``path`` (none when there is no such file):
+    the words an RL term must never reward writing."""
+    if not path or not Path(path).is_file():
+        return set()
+    s = Splits.load(path, words)
+    return set(s.val) | set(s.test)
 
 
 def make_splits(
