@@ -463,36 +463,6 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
         recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
 
 
-def test_burn_recall_games_reveal_untested_letters_before_the_word(splits, words):
-    """recall_burn_share: in that share of recall games the solver plays, at the state where W is
-    the only fit, the answer word (no val or test answer) with the most untested letters, scored
-    against W, and then writes W; the other games are the same games as without it."""
-    from wordle_rl.recall import burn_word
-
-    cfg = dict(games=60, seed=4, think=False, recall_share=0.5)
-    plain = generate_sft(splits, SftConfig(**cfg), words)
-    burnt = generate_sft(splits, SftConfig(**cfg, recall_burn_share=0.5), words)
-    held = set(splits.val) | set(splits.test)
-    pool = [w for w in words.answers if w not in held]
-    counts = {c: "".join(pool).count(c) for c in set("".join(pool))}
-    burns = [(a, b) for a, b in zip(plain, burnt) if b["solver"] == "recall-burn"]
-    assert 5 <= len(burns) <= 25
-    for a, b in zip(plain, burnt):
-        if b["solver"] != "recall-burn":
-            assert a == b
-    for a, b in burns:
-        word, hist = b["recall"], [(g, str_to_pattern(p)) for g, p in b["history"]]
-        assert b["history"][:-2] == a["history"][:-1] and hist[-1][0] == word == a["recall"]
-        burn, pattern = hist[-2]
-        assert burn == burn_word(a["history"][:-1], pool, counts) and burn not in held
-        assert pattern == score(burn, word) and burn != word
-        fits = [x for x in words.answers if all(score(g, x) == p for g, p in hist[:-1])]
-        assert fits == [word]  # W is still the one fit, and is written next
-        assert b["messages"][-1] == {"role": "assistant", "content": f"<guess>{word}</guess>"}
-    with pytest.raises(DataError, match="recall_burn_share"):
-        generate_sft(splits, SftConfig(games=2, recall_burn_share=2.0), words)
-
-
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):
     from wordle_rl.env import WordleEnv
     from wordle_rl.grpo import load_rl_rows

@@ -4,7 +4,6 @@ included), each scored by whether it could still be the answer."""
 import json
 import re
 
-import numpy as np
 import pytest
 import torch
 
@@ -221,62 +220,6 @@ def test_letter_credit_blames_the_letter_that_breaks_the_word(trained_micro):
         WordleGRPOConfig(output_dir="unused", rollout="game", credit="letter")
     with pytest.raises(ValueError, match="credit must be one of"):
         WordleGRPOConfig(output_dir="unused", credit="token")
-
-
-def test_valid_credit_after_a_break_keeps_the_move_an_allowed_word(trained_micro, tmp_path):
-    """credit_after_break="valid": past the letter that rules out every fitting answer word, each
-    letter is credited for keeping the move an allowed word that is no val or test answer, up to
-    its next break; the sets are re-derived here from the word lists by prefix."""
-    from wordle_rl.words import load_word_lists
-
-    root, model_path = trained_micro
-    _, tok = load_model(str(model_path), threads=1)
-    words = load_word_lists()
-    Splits(0, (0.8, 0.1, 0.1), train=["shake"], val=["ahead"], test=[]).save(tmp_path / "s.json")
-    kw = dict(credit="expected-log", splits=str(tmp_path / "s.json"))
-    plain = MoveRollout(_cfg(root, **kw), [], tok)
-    valid = MoveRollout(_cfg(root, credit_after_break="valid", **kw), [], tok)
-    state = [["crane", "XXGXG"]]
-    hist = as_history(state)
-    fitting = [w for w in words.answers if consistent_with(hist, w)]
-    pool = [w for w in words.allowed if w != "ahead"]
-    moves = [
-        tok(f"<guess>{w}</guess>", add_special_tokens=False)["input_ids"]
-        for w in ("shake", "ahead", "ahold", "ozzzz")
-    ]
-    alphabet = "abcdefghijklmnopqrstuvwxyz"
-
-    def expected(word: str, after: bool) -> list[tuple[int, set[str]]]:
-        out, cands = [], fitting
-        for j in range(5):
-            keep = {w[j] for w in cands if w[:j] == word[:j]}
-            if not keep:
-                break
-            out.append((1 + j, keep))
-            if word[j] not in keep:
-                if not after:
-                    break
-                cands, after = pool, False  # the next break ends it
-        return out
-
-    for ro, after in ((plain, False), (valid, True)):
-        got = ro.letter_sets(moves, [state] * len(moves))
-        for word, sets in zip(("shake", "ahead", "ahold", "ozzzz"), got):
-            want = expected(word, after)
-            assert [i for i, _ in sets] == [i for i, _ in want], (word, after)
-            for (_, a), (_, k) in zip(sets, want):
-                assert {alphabet[i] for i in np.flatnonzero(a)} == k, (word, after)
-    after = valid.letter_sets(moves, [state] * len(moves))
-    assert len(after[0]) == 5 and len(after[2]) == 5  # a fitting word; AHOLD is allowed
-    # A-H-EA-D: past the break only AHEAP is left at D, AHEAD being a held-out answer
-    assert [alphabet[i] for i in np.flatnonzero(after[1][4][1])] == ["p"]
-    assert len(plain.letter_sets(moves, [state] * 4)[1]) == 2  # no credit past the break
-    with pytest.raises(ValueError, match="credit_after_break needs credit expected"):
-        WordleGRPOConfig(
-            output_dir="unused", rollout="moves", credit="move", credit_after_break="valid"
-        )
-    with pytest.raises(ValueError, match="credit_after_break must be none or valid"):
-        WordleGRPOConfig(output_dir="unused", credit_after_break="any")
 
 
 def test_grpo_with_letter_credit_trains_on_per_token_advantages(trained_micro):

@@ -18,11 +18,6 @@ never meets. Here each group of ``num_generations`` completions is built at one 
 4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k
    turns is worth ``max_turns + 1 - k``, a loss 0, a refused move costs its turn).
 
-With ``branch_burn`` the first move of each group is a burn word instead of a sample (see
-:func:`burn_word`): where the policy cannot recall the one word that fits, revealing untested
-letters and writing the answer later may win where its own spelling loses, and the group's returns
-say which it is at that state.
-
 The completion TRL trains is the sampled move alone, so its group-relative advantage is how much
 better (or worse) that one move did than the others from the same state, when the policy itself
 plays on: a one-step policy improvement over the greedy policy, aimed at the states greedy play
@@ -35,13 +30,11 @@ import time
 
 import numpy as np
 
-from wordle_rl.decoding import fitting_prefixes, guess_prefixes, guess_tags
+from wordle_rl.decoding import fitting_prefixes, guess_tags
 from wordle_rl.game import consistent_with
-from wordle_rl.recall import burn_word
 from wordle_rl.rewards import as_history, game_return, move_fits
 from wordle_rl.rollout import ROW_KEY, WordleRollout, move_error_rates
 from wordle_rl.solvers import SearchSolver
-from wordle_rl.splits import held_out_answers
 from wordle_rl.words import encode_words
 
 __all__ = ["BranchRollout", "game_return_reward"]
@@ -134,32 +127,17 @@ class BranchRollout(WordleRollout):
             )
         return float(self.cfg.max_turns + 1 - len(hist) - after)
 
-    def _burn(self, history: list) -> set[str]:
-        """The guesses a burn move may spell: :func:`burn_word` among the answer words that are
-        no val or test answer of ``splits``, letters counted over those words."""
-        if not hasattr(self, "_burn_words"):
-            held = held_out_answers(self.cfg.splits, self.ctx.words)
-            self._burn_words = [w for w in self.ctx.words.answers if w not in held]
-            self._letter_counts: dict[str, int] = {}
-            for c in "".join(self._burn_words):
-                self._letter_counts[c] = self._letter_counts.get(c, 0) + 1
-        word = burn_word(history, self._burn_words, self._letter_counts)
-        return guess_prefixes([word], guess_tags(self.style)[1])
-
     def _guided_stats(self, returns: list[float]) -> dict:
-        """Mean return of the burn, the guided and the sampled moves (when groups have burn or
-        guided moves), and the share of groups whose burn did better than their samples."""
-        g, b, k = self.cfg.num_generations, int(self.cfg.branch_burn), self.cfg.branch_guided
-        if not (b or k):
+        """Mean return of the guided and of the sampled moves (when groups have guided moves)."""
+        g, k = self.cfg.num_generations, self.cfg.branch_guided
+        if not k:
             return {}
-        r = np.asarray(returns, dtype=float).reshape(-1, g)
-        out = {"wordle/sampled_return": float(r[:, b + k :].mean())}
-        if b:
-            out["wordle/burn_return"] = float(r[:, 0].mean())
-            out["wordle/burn_better"] = float(np.mean(r[:, 0] > r[:, b + k :].mean(axis=1)))
-        if k:
-            out["wordle/guided_return"] = float(r[:, b : b + k].mean())
-        return out
+        guided = [r for i, r in enumerate(returns) if i % g < k]
+        free = [r for i, r in enumerate(returns) if i % g >= k]
+        return {
+            "wordle/guided_return": float(np.mean(guided)),
+            "wordle/sampled_return": float(np.mean(free)),
+        }
 
     def _first_mistake(self, states: list, moves: list) -> int | None:
         """Index of the first decision whose greedy move was refused or does not fit the feedback
@@ -193,13 +171,11 @@ class BranchRollout(WordleRollout):
             state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
-        guides, b, k_guided = None, int(self.cfg.branch_burn), self.cfg.branch_guided
-        if b or k_guided:  # per state, once: slot 0 the burn, the next k_guided the guided moves
-            states = [row["history"] for row in branch_rows[::g]]
-            burns = [self._burn(h) for h in states] if b else None
-            fits = [self._fitting(h) for h in states] if k_guided else None
+        guides = None
+        if self.cfg.branch_guided:
+            fits = [self._fitting(row["history"]) for row in branch_rows[::g]]  # once per state
             guides = [
-                burns[k // g] if k % g < b else fits[k // g] if k % g < b + k_guided else None
+                fits[k // g] if k % g < self.cfg.branch_guided else None
                 for k in range(len(branch_rows))
             ]
         fits = self.cfg.branch_reward == "fits"  # the move alone is scored: no game to finish

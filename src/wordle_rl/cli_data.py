@@ -110,13 +110,6 @@ def data_sft(
             "next to an answer word, cut where the solver writes that word as the only fit."
         ),
     ] = _SFT.recall_share,
-    recall_burn_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of recall games that play a burn word (most untested letters) at the "
-            "recall state before writing the word."
-        ),
-    ] = _SFT.recall_burn_share,
     lexicon_share: Annotated[
         float,
         typer.Option(
@@ -160,7 +153,6 @@ def data_sft(
                 refused_share=refused_share,
                 refused_kinds=kinds,
                 recall_share=recall_share,
-                recall_burn_share=recall_burn_share,
                 protocol=protocol,
                 lexicon_share=lexicon_share,
             ),

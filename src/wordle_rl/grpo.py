@@ -81,14 +81,6 @@ class WordleGRPOTrainer(GRPOTrainer):
             # the letter sets travel with the batch to the loss
             width = out["completion_ids"].shape[1]
             out["letter_allowed"] = self.rollout_func.allowed_letters(width).to(self.model.device)
-        if self.args.branch_burn:  # a suggestion, pushed up where it did better, never down
-            import torch
-
-            adv, g = out["advantages"], self.args.num_generations
-            burn = torch.arange(adv.shape[0], device=adv.device) % g == 0
-            out["advantages"] = torch.where(
-                burn[:, None] if adv.dim() > 1 else burn, adv.clamp(min=0.0), adv
-            )
         if self.args.advantage_sign == "negative":  # only moves worse than their group's mean
             out["advantages"] = out["advantages"].clamp(max=0.0)
         return out

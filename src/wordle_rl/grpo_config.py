@@ -221,15 +221,6 @@ class WordleGRPOConfig(GRPOConfig):
             "that fit the feedback (the policy's distribution restricted by the verifier)."
         },
     )
-    branch_burn: bool = field(
-        default=False,
-        metadata={
-            "help": "branch: the first move of every group is a burn word, the answer word (never "
-            "a val or test answer) with the most letters no earlier guess tested, found from the "
-            "feedback alone; the policy finishing its game tells whether revealing letters beats "
-            "writing what the policy writes."
-        },
-    )
     advantage_sign: str = field(
         default="both",
         metadata={
@@ -272,15 +263,6 @@ class WordleGRPOConfig(GRPOConfig):
             "of the sampled moves: an expected policy gradient with no sampling noise) or "
             "expected-log (minus the log of that chance: the letters the policy gets most wrong "
             "weigh most)."
-        },
-    )
-    credit_after_break: str = field(
-        default="none",
-        metadata={
-            "help": "moves, letter credits: none (no letter after the one that rules out every "
-            "fitting answer word is credited) or valid (the letters after it are credited for "
-            "keeping the move an allowed word that is no val or test answer: a move that cannot "
-            "win still reveals letters)."
         },
     )
     return_shaping: float = field(
@@ -352,12 +334,6 @@ class WordleGRPOConfig(GRPOConfig):
                 f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
             )
-        if self.credit_after_break not in ("none", "valid"):
-            raise ValueError(
-                f"credit_after_break must be none or valid, got {self.credit_after_break!r}"
-            )
-        if self.credit_after_break != "none" and self.credit in ("move", "letter"):
-            raise ValueError("credit_after_break needs credit expected or expected-log")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":
@@ -370,19 +346,18 @@ class WordleGRPOConfig(GRPOConfig):
                 f"rl_coef must be >= 0, and with rl_coef 0 sft_coef must be > 0 (else nothing "
                 f"trains), got {self.rl_coef} and {self.sft_coef}"
             )
-        if not 0 <= self.branch_guided + self.branch_burn < self.num_generations:
+        if not 0 <= self.branch_guided < self.num_generations:
             raise ValueError(
-                f"branch_guided (+1 with branch_burn) must be in [0, num_generations), got "
-                f"{self.branch_guided + self.branch_burn}: a group keeps at least one move sampled "
-                "from the policy itself"
+                f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
+                "keeps at least one move sampled from the policy itself"
             )
         if self.branch_reward not in BRANCH_REWARDS:
             raise ValueError(
                 f"branch_reward must be one of {', '.join(BRANCH_REWARDS)}, got "
                 f"{self.branch_reward!r}"
             )
-        if (self.branch_guided or self.branch_burn) and self.rollout != "branch":
-            raise ValueError("branch_guided and branch_burn need rollout='branch'")
+        if self.branch_guided and self.rollout != "branch":
+            raise ValueError("branch_guided needs rollout='branch'")
         if self.branch_states not in BRANCH_STATES:
             raise ValueError(
                 f"branch_states must be one of {', '.join(BRANCH_STATES)}, got "

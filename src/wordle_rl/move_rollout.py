@@ -151,37 +151,10 @@ class MoveRollout(WordleRollout):
         """The token ids of the letters a-z, in order."""
         return list(self._letter_table()[1])
 
-    def _valid_codes(self) -> np.ndarray:
-        """Letter codes of the allowed words that are no val or test answer of the splits file:
-        the words a move may still become after it breaks (``credit_after_break="valid"``)."""
-        if not hasattr(self, "_valid"):
-            held = self._held_out()
-            self._valid = encode_words([w for w in self.ctx.words.allowed if w not in held])
-        return self._valid
-
-    def _walk(self, codes, move, start: int, first: int, sets: list) -> int | None:
-        """Append ``(index, allowed)`` to ``sets`` for the letters of ``move`` from ``first`` on
-        while they keep it one of ``codes`` (filtered by the letters before ``first`` already);
-        the position of the letter that breaks it, else ``None``."""
-        letter_of = self._letter_table()[1]
-        for j in range(first, min(self.ctx.words.length, len(move) - start)):
-            if not len(codes):
-                return None
-            allowed = np.zeros(len(LETTERS), dtype=bool)
-            allowed[codes[:, j]] = True
-            sets.append((start + j, allowed))
-            letter = letter_of.get(move[start + j])
-            if letter is None or not allowed[letter]:
-                return j if letter is not None else None
-            codes = codes[codes[:, j] == letter]
-        return None
-
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
-        a public answer word that fits the history (``None``: the move has no guess tag). With
-        ``credit_after_break="valid"`` the letters after that break are credited on, for keeping
-        the word one of the allowed words that is no val or test answer, up to its next break."""
+        a public answer word that fits the history (``None``: the move has no guess tag)."""
         tag, letter_of = self._letter_table()
         fitting: dict[str, np.ndarray] = {}
         out: list[list[tuple[int, np.ndarray]] | None] = []
@@ -192,13 +165,18 @@ class MoveRollout(WordleRollout):
             hist = as_history(history)
             if repr(hist) not in fitting:
                 fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
-            start, sets = len(move) - move[::-1].index(tag), []
-            broke = self._walk(fitting[repr(hist)], move, start, 0, sets)
-            if broke is not None and self.cfg.credit_after_break == "valid":
-                codes = self._valid_codes()
-                for j in range(broke + 1):
-                    codes = codes[codes[:, j] == letter_of[move[start + j]]]
-                self._walk(codes, move, start, broke + 1, sets)
+            codes, sets = fitting[repr(hist)], []
+            start = len(move) - move[::-1].index(tag)
+            for j in range(min(self.ctx.words.length, len(move) - start)):
+                if not len(codes):
+                    break
+                allowed = np.zeros(len(LETTERS), dtype=bool)
+                allowed[codes[:, j]] = True
+                sets.append((start + j, allowed))
+                letter = letter_of.get(move[start + j])
+                if letter is None or not allowed[letter]:
+                    break
+                codes = codes[codes[:, j] == letter]
             out.append(sets)
         return out
 

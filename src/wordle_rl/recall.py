@@ -26,25 +26,7 @@ from wordle_rl.solvers import CandidateSolver, EntropySolver
 from wordle_rl.traces import outside_words, rationale, strong_openers
 from wordle_rl.words import WordList, encode_words, pattern_mask
 
-__all__ = ["burn_word", "recall_games", "lexicon_exercises"]
-
-
-def burn_word(history: list, words: list[str], counts: dict[str, int]) -> str:
-    """The word of ``words`` with the most distinct letters that no guess of ``history`` tested,
-    ties to the larger sum of those letters' ``counts``, then to the earlier word. It reads the
-    guesses alone, never the answer, and may fit no feedback: a move that reveals letters.
-
-    >>> burn_word([["raise", "XXYXX"]], ["crane", "pouch", "cloud"], {"c": 3, "o": 2, "l": 2})
-    'cloud'
-    """
-    tested = set("".join(g for g, _ in history))
-    best, key = words[0], (-1, -1)
-    for w in words:
-        new = set(w) - tested
-        k = (len(new), sum(counts.get(c, 0) for c in new))
-        if k > key:
-            best, key = w, k
-    return best
+__all__ = ["recall_games", "lexicon_exercises"]
 
 
 def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
@@ -73,8 +55,6 @@ def recall_games(
     max_turns: int = 6,
     tries: int = 20,
     recalled: list[str] | None = None,
-    burn_share: float = 0.0,
-    burn_words: list[str] | None = None,
 ) -> list[dict]:
     """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test
     answer) that is one or two letters away from an answer word W, with the candidate solver (from a
@@ -86,11 +66,6 @@ def recall_games(
     word alike; a word is passed over when ``tries`` games all rule it out before it is the only
     fit. The state is the one where free play loses held-out answers: the other games, all on train
     answers, never reach a state where a held-out word is the only answer that fits.
-
-    In a ``burn_share`` of them (where a turn is left for it) the solver first plays
-    :func:`burn_word` among ``burn_words`` (default: the answer words) at that state, scored against
-    W, and then writes W (``solver`` is ``"recall-burn"``): the move that reveals letters when the
-    one fitting word does not come to mind.
 
     >>> from wordle_rl.words import load_word_lists
     >>> rows = recall_games(load_word_lists(), 2, PromptStyle("tiles", think=False))
@@ -112,10 +87,6 @@ def recall_games(
             "answer word; these lists have none"
         )
     random.Random(seed).shuffle(order)
-    pool = list(burn_words) if burn_words is not None else list(words.answers)
-    counts: dict[str, int] = {}
-    for c in "".join(pool):
-        counts[c] = counts.get(c, 0) + 1
     rows: list[dict] = []
     k = last_found = 0
     while len(rows) < n:
@@ -148,12 +119,6 @@ def recall_games(
         else:
             continue
         last_found = k
-        burned = (
-            len(history) < max_turns and random.Random(f"burn:{seed}:{k}").random() < burn_share
-        )
-        if burned:  # the burn before W, scored against W so that W stays the one fit
-            burn = burn_word(history[:-1], pool, counts)
-            history[-1:] = [(burn, score(burn, word)), history[-1]]
         thinks = (
             [rationale(entropy, history[:t], g) for t, (g, _) in enumerate(history)]
             if style.uses_think
@@ -166,7 +131,7 @@ def recall_games(
                 ],  # ends on W, before its feedback
                 "answer": target,
                 "split": "outside",
-                "solver": "recall-burn" if burned else "recall",
+                "solver": "recall",
                 "recall": word,
                 "start": "solver",
                 "random_second": False,

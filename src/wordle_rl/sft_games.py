@@ -136,14 +136,6 @@ class SftConfig:
             "free play loses it."
         },
     )
-    recall_burn_share: float = field(
-        default=0.0,
-        metadata={
-            "help": "Share of the recall games in which the solver first plays a burn word at the "
-            "state where W is the only fit (the answer word, no val or test answer, with the most "
-            "letters no earlier guess tested) and then writes W."
-        },
-    )
     protocol: str = field(
         default="open",
         metadata={
@@ -245,7 +237,6 @@ def generate_sft(
     check_share("balance_share", cfg.balance_share)
     check_share("refused_share", cfg.refused_share)
     check_share("recall_share", cfg.recall_share)
-    check_share("recall_burn_share", cfg.recall_burn_share)
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
     check_protocol(cfg.protocol)
@@ -383,18 +374,8 @@ def generate_sft(
             }
         )
     recalled = splits.train if cfg.protocol == "strict" else None
-    held = set(splits.val) | set(splits.test)
     rows += recall_games(
-        words,
-        n_recall,
-        style,
-        cfg.seed,
-        entropy,
-        openers,
-        cfg.max_turns,
-        recalled=recalled,
-        burn_share=cfg.recall_burn_share,
-        burn_words=[w for w in words.answers if w not in held],
+        words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns, recalled=recalled
     )
     return rows + lexicon_exercises(words, round(cfg.games * cfg.lexicon_share), style, cfg.seed)
 
