@@ -55,6 +55,7 @@ from wordle_rl.splits import held_out_answers
 from wordle_rl.words import encode_words
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
+HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
 
 __all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
 
@@ -251,14 +252,14 @@ class MoveRollout(WordleRollout):
         return self._held
 
     def _fit_counts(self, game: dict, row: dict) -> tuple[list, list[int]]:
-        """The game's :func:`decision_prefixes` and how many answer words fit at each (-1 for a
-        state whose one fitting word is a val or test answer: never drawn while the game has
-        another)."""
+        """The game's :func:`decision_prefixes` and how many answer words fit at each
+        (:data:`HELD_OUT` for a state whose one fitting word is a val or test answer: never drawn
+        while the game has another)."""
         decisions, counts = decision_prefixes(game, row), []
         for _, h in decisions:
             fits = self.ctx.candidates(as_history(h))
             held = len(fits) == 1 and self.ctx.words.answers[int(fits[0])] in self._held_out()
-            counts.append(-1 if held else len(fits))
+            counts.append(HELD_OUT if held else len(fits))
         return decisions, counts
 
     def _draw(self, counts: list[int]) -> int:
@@ -338,10 +339,10 @@ class MoveRollout(WordleRollout):
         states = [decisions[k] for _, k, decisions, _ in picks]
         n_fit = [fitting for *_, fitting in picks]
         # a held-out recall state, drawn only when its game has no other, teaches nothing
-        held = [fitting == -1 for fitting in n_fit for _ in range(g)]
+        held = [fitting == HELD_OUT for fitting in n_fit for _ in range(g)]
         refused = [any(e is not None for e in games[i]["errors"][:k]) for i, k, *_ in picks]
         group_rows = [played[i] for i, *_ in picks]
-        taught = [h for (_, h), n in zip(states, n_fit) if n != -1]
+        taught = [h for (_, h), n in zip(states, n_fit) if n != HELD_OUT]
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         moves = self._sample_moves(model, prefixes)
@@ -376,7 +377,7 @@ class MoveRollout(WordleRollout):
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
-                "wordle/state_held_out": float(np.mean([c == -1 for c in n_fit])),
+                "wordle/state_held_out": float(np.mean([c == HELD_OUT for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
             }

@@ -240,7 +240,7 @@ def generate_sft(
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
     check_protocol(cfg.protocol)
-    held_out = set(splits.val) | set(splits.test) if cfg.protocol == "strict" else set()
+    held_out = splits.held_out() if cfg.protocol == "strict" else set()
     entropy = EntropySolver(words)
     solvers = {
         name: entropy

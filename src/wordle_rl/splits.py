@@ -65,6 +65,10 @@ class Splits:
             raise DataError(f"unknown split {name!r}; choose one of {', '.join(SPLIT_NAMES)}")
         return getattr(self, name)
 
+    def held_out(self) -> set[str]:
+        """The val and test answers: never a training target, never a word RL rewards."""
+        return self._sets["val"] | self._sets["test"]
+
     @property
     def _sets(self) -> dict[str, set[str]]:
         cache = self.__dict__.get("_cached_sets")
@@ -112,8 +116,7 @@ def held_out_answers(path: str | Path | None, words: WordList | None = None) -> 
     the words an RL term must never reward writing."""
     if not path or not Path(path).is_file():
         return set()
-    s = Splits.load(path, words)
-    return set(s.val) | set(s.test)
+    return Splits.load(path, words).held_out()
 
 
 def make_splits(
