@@ -191,7 +191,8 @@ def test_letter_credit_blames_the_letter_that_breaks_the_word(trained_micro):
     for word, move, c in zip(words, moves, credit):
         assert len(c) == len(move)
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([prefix + move])).logits[0].float()
+            ids = torch.tensor([prefix + move], device=model.device)
+            logits = model(input_ids=ids).logits[0].float()
         probs = (logits / ro.cfg.temperature).softmax(-1)
         expected = [0.0] * len(move)
         for j in range(5):
@@ -273,7 +274,8 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
             ]
             move = row[: int(batch["completion_mask"][b].sum())]
             with torch.no_grad():
-                logits = trainer.model(input_ids=torch.tensor([prompt + move])).logits[0].float()
+                ids = torch.tensor([prompt + move], device=trainer.model.device)
+                logits = trainer.model(input_ids=ids).logits[0].float()
             probs = (logits / trainer.args.temperature).softmax(-1)
             if trainer.rollout_func._letter_table()[0] not in move:
                 assert not allowed[b].any()

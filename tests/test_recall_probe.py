@@ -71,7 +71,7 @@ def test_the_greedy_flag_is_what_greedy_decoding_writes(trained_micro, words, tm
     target = tok(format_answer(style, "dowel"), add_special_tokens=False)["input_ids"]
     for s, flag in zip(states, found["greedy"]):
         text = tok.apply_chat_template(s.messages, add_generation_prompt=True, tokenize=False)
-        ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+        ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]], device=model.device)
         out = model.generate(
             input_ids=ids, do_sample=False, max_new_tokens=len(target), pad_token_id=0
         )

@@ -86,8 +86,8 @@ def test_grpo_with_environment_factory_plays_through_tool_calls(trained_micro, t
     )
     p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
     c_ids = tok(CALL, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-    ids = torch.tensor([p_ids + c_ids])
-    labels = torch.tensor([[-100] * len(p_ids) + c_ids])
+    ids = torch.tensor([p_ids + c_ids], device=model.device)
+    labels = torch.tensor([[-100] * len(p_ids) + c_ids], device=model.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     model.train()
     for _ in range(160):

@@ -179,7 +179,8 @@ def resolve_defaults(cfg) -> None:
 
     if cfg.gradient_checkpointing is not None:
         cfg.activation_checkpointing = cfg.gradient_checkpointing
-        cfg.gradient_checkpointing = None
+    # the old name mirrors the new: a transformers that predates activation_checkpointing reads it
+    cfg.gradient_checkpointing = cfg.activation_checkpointing
 
     cuda = torch.cuda.is_available()
     if cuda:
