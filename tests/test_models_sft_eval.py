@@ -256,6 +256,9 @@ def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works
         assert off.activation_checkpointing is False and off.gradient_checkpointing is False
         on = cls(output_dir=str(tmp_path / cls.__name__), gradient_checkpointing=True)
         assert on.activation_checkpointing is True and on.gradient_checkpointing is True
+        # a transformers without activation_checkpointing (5.17) reads only the old name
+        new = cls(output_dir=str(tmp_path / cls.__name__), activation_checkpointing=True)
+        assert new.gradient_checkpointing is True
     assert not [w for w in recwarn if "gradient_checkpointing" in str(w.message)]
 
 
