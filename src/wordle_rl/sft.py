@@ -90,7 +90,7 @@ class WordleSFTConfig(SFTConfig):
     assistant_only_loss: bool = field(
         default=True, metadata={"help": "Loss on assistant tokens only."}
     )
-    learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate."})
+    learning_rate: float = field(default=5e-4, metadata={"help": "Peak learning rate."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule."})
     warmup_steps: float = field(
         default=0, metadata={"help": "Linear warm-up: steps (>= 1) or a share of max_steps (< 1)."}
