@@ -314,3 +314,97 @@ def test_fits_reward_scores_the_sampled_move_alone(trained_micro, as_trainer):
     assert paid < len(out["episode_return"])  # a hot micro model misses
     with pytest.raises(ValueError, match="branch_reward must be one of"):
         WordleGRPOConfig(output_dir="unused", rollout="branch", branch_reward="answer")
+
+
+def test_class_values_weigh_every_fitting_word_and_never_play_a_held_out_one(
+    trained_micro, tmp_path, as_trainer
+):
+    """branch_reward=classes: a move is worth the expected return over the public answer words
+    that fit its state, the policy finishing each drawn feedback class greedily on a word that is
+    no val or test answer; classes of held-out words only still count, at a stand-in value."""
+    from wordle_rl.rewards import as_history
+    from wordle_rl.splits import make_splits
+
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    splits = make_splits(seed=0)
+    splits.save(tmp_path / "splits.json")
+    held = splits.held_out()
+    cfg = WordleGRPOConfig(
+        sft_coef=0.0,
+        eval_val_every=0,
+        output_dir=str(tmp_path / "c"),
+        splits=str(tmp_path / "splits.json"),
+        num_generations=2,
+        rollout="branch",
+        branch_states="multi",
+        branch_reward="classes",
+        branch_classes=3,
+    )
+    ro = BranchRollout(cfg, load_rl_rows(root / "rl"), tok)
+    answers = ro.ctx.words.answers
+    # a state with two fitting words, one held out and one not
+    pair = None
+    for a in answers:
+        h = [[g, pattern_to_str(score(g, a))] for g in ("crane", "moist")]
+        fits = [answers[int(i)] for i in ro.ctx.candidates(as_history(h))]
+        if len(fits) == 2 and len(set(fits) & held) == 1:
+            pair = h, next(w for w in fits if w in held), next(w for w in fits if w not in held)
+            break
+    assert pair is not None
+    h, held_word, train_word = pair
+    # guessing the held-out word: it wins now on itself; the other class is finished on the
+    # train word, as often as drawn
+    win, weight, plan, held_sizes = ro._class_plan(h, held_word)
+    assert win == 1.0 and weight == [1.0] and held_sizes == []
+    assert len(plan) == 3 and {a for a, _ in plan} == {train_word}
+    assert all(
+        hist[-1] == [held_word, pattern_to_str(score(held_word, train_word))] for _, hist in plan
+    )
+    # guessing the train word: the class of the held-out word is never played
+    win, weight, plan, held_sizes = ro._class_plan(h, train_word)
+    assert win == 1.0 and weight == [] and plan == [] and held_sizes == [1]
+    # on the last turn every other class is a loss: a fitting word is worth its win chance
+    fuzzy = ["fuzzy", pattern_to_str(score("fuzzy", train_word))]
+    late = h + [fuzzy] * 3
+    n_fit = len(ro.ctx.candidates(as_history(late)))
+    values = ro.class_values(model, [{"history": late}] * 2, [(train_word, None), (None, None)])
+    assert values[0] == pytest.approx(1.0 / n_fit)  # one turn left: a win now or a loss
+    assert values[1] == pytest.approx(max(0.0, values[0] - 1.0))  # refused: a turn lost
+    # with turns left, the value mixes a win now and the finished games of the other class
+    values = ro.class_values(model, [{"history": h}] * 2, [(held_word, None), (train_word, None)])
+    after = h + [[held_word, pattern_to_str(score(held_word, train_word))]]
+    cont = ro.play(model, [], sample_turns=0, rows=[{"answer": train_word, "history": after}])[0]
+    finished = game_return(cont["won"], cont["turns"], 6)
+    assert values[0] == pytest.approx((6 - len(h) + finished) / 2)
+    # the held-out class takes the mean return of this call's finished classes of its size
+    assert values[1] == pytest.approx((6 - len(h) + finished) / 2)
+    # the whole rollout: each group's state is past the opener with two or more words fitting
+    # (where the greedy game has one), every move scored by its class value
+    torch.manual_seed(0)
+    out = ro(
+        [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 0, 3, 3)], as_trainer(model)
+    )
+    greedy = ro.play(model, [0, 3], sample_turns=0)
+    for k, r in ((0, 0), (2, 3)):
+        states = decision_states(ro.rows[r], greedy[k // 2]["moves"])
+        multi = [x for x in states if x and len(ro.ctx.candidates(as_history(x))) > 1]
+        assert ro.last_rows[k]["history"] in (multi or states)
+    assert len(out["episode_return"]) == 4 and all(0 <= v <= 6 for v in out["episode_return"])
+    # branch_class_words="rl": classes are finished on rl-split words only
+    with_rl = make_splits(seed=0, rl_share=0.2)
+    with_rl.save(tmp_path / "rl.json")
+    cfg.branch_class_words, cfg.splits = "rl", str(tmp_path / "rl.json")
+    ro_rl = BranchRollout(cfg, ro.rows, tok)
+    win, weight, plan, unplayed = ro_rl._class_plan([["crane", "XXXXX"]], "moist")
+    assert plan and {a for a, _ in plan} <= set(with_rl.rl)
+    # every fitting word is counted once: in its own win, a played class or one left unplayed
+    n_fit = len(ro.ctx.candidates(as_history([["crane", "XXXXX"]])))
+    assert win == 1.0 and win + weight[0] + sum(unplayed) == n_fit and unplayed
+    cfg.splits = str(tmp_path / "splits.json")  # no rl split
+    with pytest.raises(ValueError, match="needs a splits file with an rl split"):
+        BranchRollout(cfg, ro.rows, tok)._class_plan([["crane", "XXXXX"]], "moist")
+    with pytest.raises(ValueError, match="branch_classes must be >= 1"):
+        WordleGRPOConfig(
+            output_dir="unused", rollout="branch", branch_reward="classes", branch_classes=0
+        )

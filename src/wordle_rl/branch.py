@@ -12,11 +12,15 @@ never meets. Here each group of ``num_generations`` completions is built at one 
    is exact; ``branch_states="endgame"``: its first state in which the answer is the only answer
    word that fits; ``branch_states="mistake"``: the state of its first move that was refused or did
    not fit the feedback so far; ``branch_states="second"``: the state after its first move, which
-   every answer giving the same feedback shares);
+   every answer giving the same feedback shares; ``branch_states="multi"``: a state after the first
+   move where two or more answer words fit);
 3. from that state ``num_generations`` moves are **sampled** at the rollout temperature, and each
    game is then finished **greedily** by the current policy;
 4. each branch scores the strict game return (:func:`wordle_rl.rewards.game_return`: a win in k
-   turns is worth ``max_turns + 1 - k``, a loss 0, a refused move costs its turn).
+   turns is worth ``max_turns + 1 - k``, a loss 0, a refused move costs its turn); with
+   ``branch_reward="classes"`` the move is scored by its expected return over every public answer
+   word that fits the state instead, the policy finishing a game per drawn feedback class
+   (:meth:`BranchRollout.class_values`).
 
 The completion TRL trains is the sampled move alone, so its group-relative advantage is how much
 better (or worse) that one move did than the others from the same state, when the policy itself
@@ -31,10 +35,11 @@ import time
 import numpy as np
 
 from wordle_rl.decoding import fitting_prefixes, guess_tags
-from wordle_rl.game import consistent_with
+from wordle_rl.game import consistent_with, pattern_to_str, score
 from wordle_rl.rewards import as_history, game_return, move_fits
 from wordle_rl.rollout import ROW_KEY, WordleRollout, move_error_rates
 from wordle_rl.solvers import SearchSolver
+from wordle_rl.splits import Splits, held_out_answers
 from wordle_rl.words import encode_words
 
 __all__ = ["BranchRollout", "game_return_reward"]
@@ -127,6 +132,102 @@ class BranchRollout(WordleRollout):
             )
         return float(self.cfg.max_turns + 1 - len(hist) - after)
 
+    def _unplayable(self) -> set[str]:
+        """The answer words a class is never finished on, read once: the val and test answers of
+        the splits file, and with ``branch_class_words="rl"`` every word outside its rl split."""
+        if not hasattr(self, "_held"):
+            self._held = held_out_answers(self.cfg.splits, self.ctx.words)
+            if self.cfg.branch_class_words == "rl":
+                rl = set(Splits.load(self.cfg.splits, self.ctx.words).rl)
+                if not rl:
+                    raise ValueError(
+                        f"branch_class_words='rl' needs a splits file with an rl split; "
+                        f"{self.cfg.splits} has none (`wordle-rl data split --rl-share`)"
+                    )
+                self._held = set(self.ctx.words.answers) - rl
+        return self._held
+
+    def _class_plan(self, history: list, guess: str) -> tuple[float, list, list, list[int]]:
+        """What :meth:`class_values` needs of one move: ``(win, sizes of the drawn classes,
+        [(answer, history after the move)] to finish, sizes of the classes not played)``. The
+        public answer words that fit ``history`` are split by the feedback ``guess`` gets from
+        each; the move wins at once on its own word (``win`` 1 when it fits); ``branch_classes``
+        of the classes holding a playable word (:meth:`_unplayable`) are drawn in proportion to
+        their size, each to be finished on one such word; a class without one is never played
+        (its size is returned for a stand-in value). On the last turn nothing is finished: every
+        other class is a loss."""
+        words = self.ctx.words.answers
+        fits = [words[int(i)] for i in self.ctx.candidates(as_history(history))]
+        classes: dict[int, list[str]] = {}
+        for a in fits:
+            classes.setdefault(score(guess, a), []).append(a)
+        winning = score(guess, guess)  # all green: the class of the move's own word
+        win = float(winning in classes)
+        held = self._unplayable()
+        rest = [(p, c, [a for a in c if a not in held]) for p, c in classes.items() if p != winning]
+        if len(history) + 1 >= self.cfg.max_turns:
+            return win, [], [], [len(c) for _, c, _ in rest]  # no turn left: losses
+        playable = [(p, c, reps) for p, c, reps in rest if reps]
+        unplayed = [len(c) for _, c, reps in rest if not reps]
+        if not playable:
+            return win, [], [], unplayed
+        sizes = np.array([len(c) for _, c, _ in playable], dtype=float)
+        drawn = self.rng.choice(len(playable), size=self.cfg.branch_classes, p=sizes / sizes.sum())
+        plan = []
+        for k in drawn:
+            p, _, reps = playable[int(k)]
+            plan.append(
+                (reps[int(self.rng.integers(len(reps)))], [*history, [guess, pattern_to_str(p)]])
+            )
+        return win, [float(sizes.sum())], plan, unplayed
+
+    def class_values(self, model, rows: list[dict], moves: list[tuple]) -> list[float]:
+        """The expected return of each branch move over the public answer words that fit its
+        state, the policy itself finishing (:meth:`_class_plan`): a win now on the move's own
+        word, else the greedy return of the game finished on a word of a drawn feedback class,
+        their mean standing for the playable classes. A class with no playable word takes the
+        mean return of this call's finished games from classes of its size (of all of them when
+        none had it). Every fitting word counts once, whichever split it is in, so no word
+        is preferred for being an RL row's answer, and no game is played on a val or test answer.
+        A refused move costs its turn: the mean value of its group's played moves less one (0
+        when none was played)."""
+        plans = [
+            None if guess is None else self._class_plan(row["history"], guess)
+            for row, (guess, _) in zip(rows, moves)
+        ]
+        cont = [c for plan in plans if plan for c in plan[2]]
+        rows_to_play = [{"answer": a, "history": h} for a, h in cont]
+        games = self.play(model, [], sample_turns=0, rows=rows_to_play) if cont else []
+        returns = [game_return(x["won"], x["turns"], self.cfg.max_turns) for x in games]
+        by_size: dict[int, list[float]] = {}
+        for (_, history), r in zip(cont, returns):
+            fits = self.ctx.candidates(as_history(history))
+            by_size.setdefault(len(fits), []).append(r)
+        overall = float(np.mean(returns)) if returns else 0.0
+        it = iter(returns)
+        values: list[float | None] = []
+        for row, plan in zip(rows, plans):
+            if plan is None:
+                values.append(None)
+                continue
+            win, weight, played, unplayed = plan
+            now = float(self.cfg.max_turns - len(row["history"]))  # a win at this turn
+            total = win * now
+            if played:
+                total += weight[0] * float(np.mean([next(it) for _ in played]))
+            last = len(row["history"]) + 1 >= self.cfg.max_turns
+            for size in unplayed:
+                total += 0.0 if last else size * float(np.mean(by_size.get(size, [overall])))
+            count = win + sum(weight) + sum(unplayed)
+            values.append(total / count if count else 0.0)
+        g, out = self.cfg.num_generations, []
+        for k in range(0, len(values), g):
+            group = values[k : k + g]
+            played = [v for v in group if v is not None]
+            fallback = max(0.0, float(np.mean(played)) - 1.0) if played else 0.0
+            out += [fallback if v is None else v for v in group]
+        return out
+
     def _guided_stats(self, returns: list[float]) -> dict:
         """Mean return of the guided and of the sampled moves (when groups have guided moves)."""
         g, k = self.cfg.num_generations, self.cfg.branch_guided
@@ -168,6 +269,9 @@ class BranchRollout(WordleRollout):
                 pool, mistakes = [states[k]], mistakes + 1
             if self.cfg.branch_states == "second":  # after the first move: states answers share
                 pool = states[1:2] or states[:1]
+            if self.cfg.branch_states == "multi":  # past the opener, where a choice is left
+                pool = [x for x in states if x and len(self.ctx.candidates(as_history(x))) > 1]
+                pool = pool or states
             state = pool[int(self.rng.integers(len(pool)))]
             depths.append(len(state))
             branch_rows += [{"answer": self.rows[r]["answer"], "history": state}] * g
@@ -178,30 +282,33 @@ class BranchRollout(WordleRollout):
                 fits[k // g] if k % g < self.cfg.branch_guided else None
                 for k in range(len(branch_rows))
             ]
-        fits = self.cfg.branch_reward == "fits"  # the move alone is scored: no game to finish
-        games = self.play(
+        reward = self.cfg.branch_reward
+        games = self.play(  # fits and classes score the move alone: no game to finish here
             model,
             [],
             sample_turns=1,
             rows=branch_rows,
             first_prefixes=guides,
-            max_moves=1 if fits else None,
+            max_moves=1 if reward in ("fits", "classes") else None,
         )
         self.last_rows = branch_rows
-        returns = [
-            move_fits(x["moves"][0][0], row["history"], self.ctx.words)
-            if fits
-            else self._expected_return(row["history"], *x["moves"][0])
-            if self.cfg.branch_reward.startswith("expected")
-            else game_return(
-                x["won"],
-                x["turns"],
-                self.cfg.max_turns,
-                legal_share=float(np.mean([e is None for e in x["errors"]])),
-                shaping=self.cfg.return_shaping,
-            )
-            for x, row in zip(games, branch_rows)
-        ]
+        if reward == "classes":
+            returns = self.class_values(model, branch_rows, [x["moves"][0] for x in games])
+        else:
+            returns = [
+                move_fits(x["moves"][0][0], row["history"], self.ctx.words)
+                if reward == "fits"
+                else self._expected_return(row["history"], *x["moves"][0])
+                if reward.startswith("expected")
+                else game_return(
+                    x["won"],
+                    x["turns"],
+                    self.cfg.max_turns,
+                    legal_share=float(np.mean([e is None for e in x["errors"]])),
+                    shaping=self.cfg.return_shaping,
+                )
+                for x, row in zip(games, branch_rows)
+            ]
         first = [
             x["env_mask"].index(0) if 0 in x["env_mask"] else len(x["env_mask"]) for x in games
         ]

@@ -31,8 +31,8 @@ ROLLOUTS = ("game", "branch", "moves", "tools")
 MOVES_FROM = ("sampled", "greedy")
 MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "letter", "expected", "expected-log")
-BRANCH_STATES = ("any", "endgame", "mistake", "second")
-BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits")
+BRANCH_STATES = ("any", "endgame", "mistake", "second", "multi")
+BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits", "classes")
 
 
 @dataclass
@@ -200,7 +200,8 @@ class WordleGRPOConfig(GRPOConfig):
             "help": "branch: any (a decision of the greedy game drawn at random), endgame (its "
             "first state in which the row's answer is the only answer word that fits, where there "
             "is one), mistake (the state of its first refused or non-fitting move, else as "
-            "endgame) or second (the state after its first move)."
+            "endgame), second (the state after its first move) or multi (a decision after the "
+            "first at which two or more answer words fit)."
         },
     )
     branch_reward: str = field(
@@ -211,7 +212,23 @@ class WordleGRPOConfig(GRPOConfig):
             "finishing: it does not depend on which answer the row targets), expected-candidate "
             "(the same with the candidate solver the SFT games imitate finishing) or fits (1 when "
             "the move is a public answer word that fits every feedback so far, else 0; the game "
-            "is not finished)."
+            "is not finished) or classes (the expected return over the public answer words that "
+            "fit, the policy itself finishing on a non-held-out word of each feedback class)."
+        },
+    )
+    branch_classes: int = field(
+        default=8,
+        metadata={
+            "help": "branch_reward classes: feedback classes drawn per move (by size), each "
+            "finished greedily by the policy on one of its non-held-out words."
+        },
+    )
+    branch_class_words: str = field(
+        default="any",
+        metadata={
+            "help": "branch_reward classes: the words a class is finished on: any (every answer "
+            "word that is no val or test answer) or rl (the splits file's rl split only, words "
+            "the SFT games never target, recalled as held-out words are)."
         },
     )
     branch_guided: int = field(
@@ -350,6 +367,11 @@ class WordleGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
                 "keeps at least one move sampled from the policy itself"
+            )
+        if self.branch_classes < 1 or self.branch_class_words not in ("any", "rl"):
+            raise ValueError(
+                f"branch_classes must be >= 1 and branch_class_words any or rl, got "
+                f"{self.branch_classes} and {self.branch_class_words!r}"
             )
         if self.branch_reward not in BRANCH_REWARDS:
             raise ValueError(
