@@ -356,14 +356,14 @@ def test_class_values_weigh_every_fitting_word_and_never_play_a_held_out_one(
     # guessing the held-out word: it wins now on itself; the other class is finished on the
     # train word, as often as drawn
     win, weight, plan, held_sizes = ro._class_plan(h, held_word)
-    assert win == 1.0 and weight == [1.0] and held_sizes == []
-    assert len(plan) == 3 and {a for a, _ in plan} == {train_word}
+    assert win == 1.0 and weight == 1.0 and held_sizes == []
+    assert len(plan) == 3 and {a for a, _, _ in plan} == {train_word}
     assert all(
-        hist[-1] == [held_word, pattern_to_str(score(held_word, train_word))] for _, hist in plan
+        hist[-1] == [held_word, pattern_to_str(score(held_word, train_word))] for _, hist, _ in plan
     )
     # guessing the train word: the class of the held-out word is never played
     win, weight, plan, held_sizes = ro._class_plan(h, train_word)
-    assert win == 1.0 and weight == [] and plan == [] and held_sizes == [1]
+    assert win == 1.0 and weight == 0.0 and plan == [] and held_sizes == [1]
     # on the last turn every other class is a loss: a fitting word is worth its win chance
     fuzzy = ["fuzzy", pattern_to_str(score("fuzzy", train_word))]
     late = h + [fuzzy] * 3
@@ -397,10 +397,12 @@ def test_class_values_weigh_every_fitting_word_and_never_play_a_held_out_one(
     cfg.branch_class_words, cfg.splits = "rl", str(tmp_path / "rl.json")
     ro_rl = BranchRollout(cfg, ro.rows, tok)
     win, weight, plan, unplayed = ro_rl._class_plan([["crane", "XXXXX"]], "moist")
-    assert plan and {a for a, _ in plan} <= set(with_rl.rl)
+    assert plan and {a for a, _, _ in plan} <= set(with_rl.rl)
     # every fitting word is counted once: in its own win, a played class or one left unplayed
     n_fit = len(ro.ctx.candidates(as_history([["crane", "XXXXX"]])))
-    assert win == 1.0 and win + weight[0] + sum(unplayed) == n_fit and unplayed
+    assert win == 1.0 and win + weight + sum(unplayed) == n_fit and unplayed
+    # each drawn class carries its size: the words that fit after the move and its feedback
+    assert all(len(ro.ctx.candidates(as_history(h))) == size for _, h, size in plan)
     cfg.splits = str(tmp_path / "splits.json")  # no rl split
     with pytest.raises(ValueError, match="needs a splits file with an rl split"):
         BranchRollout(cfg, ro.rows, tok)._class_plan([["crane", "XXXXX"]], "moist")

@@ -147,9 +147,10 @@ class BranchRollout(WordleRollout):
                 self._held = set(self.ctx.words.answers) - rl
         return self._held
 
-    def _class_plan(self, history: list, guess: str) -> tuple[float, list, list, list[int]]:
-        """What :meth:`class_values` needs of one move: ``(win, sizes of the drawn classes,
-        [(answer, history after the move)] to finish, sizes of the classes not played)``. The
+    def _class_plan(self, history: list, guess: str) -> tuple[float, float, list, list[int]]:
+        """What :meth:`class_values` needs of one move: ``(win, words in the playable classes,
+        [(answer, history after the move, class size)] to finish, sizes of the classes not
+        played)``. The
         public answer words that fit ``history`` are split by the feedback ``guess`` gets from
         each; the move wins at once on its own word (``win`` 1 when it fits); ``branch_classes``
         of the classes holding a playable word (:meth:`_unplayable`) are drawn in proportion to
@@ -166,20 +167,19 @@ class BranchRollout(WordleRollout):
         held = self._unplayable()
         rest = [(p, c, [a for a in c if a not in held]) for p, c in classes.items() if p != winning]
         if len(history) + 1 >= self.cfg.max_turns:
-            return win, [], [], [len(c) for _, c, _ in rest]  # no turn left: losses
+            return win, 0.0, [], [len(c) for _, c, _ in rest]  # no turn left: losses
         playable = [(p, c, reps) for p, c, reps in rest if reps]
         unplayed = [len(c) for _, c, reps in rest if not reps]
         if not playable:
-            return win, [], [], unplayed
+            return win, 0.0, [], unplayed
         sizes = np.array([len(c) for _, c, _ in playable], dtype=float)
         drawn = self.rng.choice(len(playable), size=self.cfg.branch_classes, p=sizes / sizes.sum())
         plan = []
         for k in drawn:
-            p, _, reps = playable[int(k)]
-            plan.append(
-                (reps[int(self.rng.integers(len(reps)))], [*history, [guess, pattern_to_str(p)]])
-            )
-        return win, [float(sizes.sum())], plan, unplayed
+            p, c, reps = playable[int(k)]
+            answer = reps[int(self.rng.integers(len(reps)))]
+            plan.append((answer, [*history, [guess, pattern_to_str(p)]], len(c)))
+        return win, float(sizes.sum()), plan, unplayed
 
     def class_values(self, model, rows: list[dict], moves: list[tuple]) -> list[float]:
         """The expected return of each branch move over the public answer words that fit its
@@ -196,13 +196,12 @@ class BranchRollout(WordleRollout):
             for row, (guess, _) in zip(rows, moves)
         ]
         cont = [c for plan in plans if plan for c in plan[2]]
-        rows_to_play = [{"answer": a, "history": h} for a, h in cont]
+        rows_to_play = [{"answer": a, "history": h} for a, h, _ in cont]
         games = self.play(model, [], sample_turns=0, rows=rows_to_play) if cont else []
         returns = [game_return(x["won"], x["turns"], self.cfg.max_turns) for x in games]
         by_size: dict[int, list[float]] = {}
-        for (_, history), r in zip(cont, returns):
-            fits = self.ctx.candidates(as_history(history))
-            by_size.setdefault(len(fits), []).append(r)
+        for (*_, size), r in zip(cont, returns):
+            by_size.setdefault(size, []).append(r)
         overall = float(np.mean(returns)) if returns else 0.0
         it = iter(returns)
         values: list[float | None] = []
@@ -214,11 +213,11 @@ class BranchRollout(WordleRollout):
             now = float(self.cfg.max_turns - len(row["history"]))  # a win at this turn
             total = win * now
             if played:
-                total += weight[0] * float(np.mean([next(it) for _ in played]))
+                total += weight * float(np.mean([next(it) for _ in played]))
             last = len(row["history"]) + 1 >= self.cfg.max_turns
             for size in unplayed:
                 total += 0.0 if last else size * float(np.mean(by_size.get(size, [overall])))
-            count = win + sum(weight) + sum(unplayed)
+            count = win + weight + sum(unplayed)
             values.append(total / count if count else 0.0)
         g, out = self.cfg.num_generations, []
         for k in range(0, len(values), g):
