@@ -134,9 +134,8 @@ class BranchRollout(WordleRollout):
 
     def _unplayable(self) -> set[str]:
         """The answer words a class is never finished on, read once: the val and test answers of
-        the splits file, and with ``branch_class_words="rl"`` every word outside its rl split."""
-        if not hasattr(self, "_held"):
-            self._held = held_out_answers(self.cfg.splits, self.ctx.words)
+        the splits file, or with ``branch_class_words="rl"`` every word outside its rl split."""
+        if not hasattr(self, "_unplayable_words"):
             if self.cfg.branch_class_words == "rl":
                 rl = set(Splits.load(self.cfg.splits, self.ctx.words).rl)
                 if not rl:
@@ -144,19 +143,20 @@ class BranchRollout(WordleRollout):
                         f"branch_class_words='rl' needs a splits file with an rl split; "
                         f"{self.cfg.splits} has none (`wordle-rl data split --rl-share`)"
                     )
-                self._held = set(self.ctx.words.answers) - rl
-        return self._held
+                self._unplayable_words = set(self.ctx.words.answers) - rl
+            else:
+                self._unplayable_words = held_out_answers(self.cfg.splits, self.ctx.words)
+        return self._unplayable_words
 
     def _class_plan(self, history: list, guess: str) -> tuple[float, float, list, list[int]]:
         """What :meth:`class_values` needs of one move: ``(win, words in the playable classes,
         [(answer, history after the move, class size)] to finish, sizes of the classes not
-        played)``. The
-        public answer words that fit ``history`` are split by the feedback ``guess`` gets from
-        each; the move wins at once on its own word (``win`` 1 when it fits); ``branch_classes``
-        of the classes holding a playable word (:meth:`_unplayable`) are drawn in proportion to
-        their size, each to be finished on one such word; a class without one is never played
-        (its size is returned for a stand-in value). On the last turn nothing is finished: every
-        other class is a loss."""
+        played)``. The public answer words that fit ``history`` are split by the feedback
+        ``guess`` gets from each; the move wins at once on its own word (``win`` 1 when it fits);
+        ``branch_classes`` of the classes holding a playable word (:meth:`_unplayable`) are drawn
+        in proportion to their size, each to be finished on one such word; a class without one is
+        never played (its size is returned for a stand-in value). On the last turn nothing is
+        finished: every other class is a loss."""
         words = self.ctx.words.answers
         fits = [words[int(i)] for i in self.ctx.candidates(as_history(history))]
         classes: dict[int, list[str]] = {}

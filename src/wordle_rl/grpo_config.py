@@ -22,6 +22,7 @@ __all__ = [
     "ROLLOUTS",
     "BRANCH_STATES",
     "BRANCH_REWARDS",
+    "BRANCH_CLASS_WORDS",
     "MOVES_FROM",
     "MOVES_STATES",
     "CREDITS",
@@ -33,6 +34,7 @@ MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "letter", "expected", "expected-log")
 BRANCH_STATES = ("any", "endgame", "mistake", "second", "multi")
 BRANCH_REWARDS = ("game", "expected", "expected-candidate", "fits", "classes")
+BRANCH_CLASS_WORDS = ("any", "rl")
 
 
 @dataclass
@@ -368,9 +370,10 @@ class WordleGRPOConfig(GRPOConfig):
                 f"branch_guided must be in [0, num_generations), got {self.branch_guided}: a group "
                 "keeps at least one move sampled from the policy itself"
             )
-        if self.branch_classes < 1 or self.branch_class_words not in ("any", "rl"):
+        if self.branch_classes < 1 or self.branch_class_words not in BRANCH_CLASS_WORDS:
             raise ValueError(
-                f"branch_classes must be >= 1 and branch_class_words any or rl, got "
+                f"branch_classes must be >= 1 and branch_class_words one of "
+                f"{', '.join(BRANCH_CLASS_WORDS)}, got "
                 f"{self.branch_classes} and {self.branch_class_words!r}"
             )
         if self.branch_reward not in BRANCH_REWARDS:
