@@ -140,9 +140,14 @@ def _parse_config(cls, config: Path | None, args: list[str]):
         unknown = sorted(set(base) - known)
         if unknown:
             raise fail(f"{config}: unknown field(s) {unknown}")
-    argv = [x for k, v in base.items() for x in (f"--{k}", str(v))] + list(args)
+    if base.get("steps_per_generation") is not None:
+        # GRPOConfig derives the generation batch from this; a saved resolved config holds both
+        base.pop("generation_batch_size", None)
+    # the file's values are the defaults the flags override, taken as they are (a saved resolved
+    # config holds nulls, lists and mappings that no command-line string spells)
+    parser.set_defaults(**base)
     try:
-        (cfg,) = parser.parse_args_into_dataclasses(args=argv)
+        (cfg,) = parser.parse_args_into_dataclasses(args=list(args))
     except (ValueError, SystemExit) as e:
         raise fail(f"bad config: {e}") from e
     return cfg
