@@ -2,6 +2,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from wordle_rl.data import DataError, read_jsonl, stats, validate_rows, write_jsonl
@@ -9,7 +10,14 @@ from wordle_rl.game import candidate_indices, score, str_to_pattern
 from wordle_rl.prompts import Knowledge, PromptStyle
 from wordle_rl.recall import recall_games
 from wordle_rl.rl_rows import RlConfig, generate_rl, parse_depth_mix
-from wordle_rl.sft_games import SftConfig, generate_sft, parse_refused_kinds, parse_solver_mix
+from wordle_rl.sft_games import (
+    INFORMATIVE_WIDTH,
+    SftConfig,
+    generate_sft,
+    parse_refused_kinds,
+    parse_solver_mix,
+)
+from wordle_rl.solvers import EntropySolver
 from wordle_rl.splits import Splits, check_leakage, make_splits
 
 
@@ -349,6 +357,40 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
         generate_sft(
             splits, SftConfig(games=2, balance_share=1.5, think=True, recall_share=0.0), words
         )
+
+
+def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
+    cfg = dict(
+        games=60,
+        seed=2,
+        think=False,
+        solver_mix={"candidate": 1.0},
+        random_first_share=0.0,
+        random_second_share=0.0,
+        refused_share=0.0,
+        recall_share=0.0,
+    )
+    plain = generate_sft(splits, SftConfig(**cfg), words)
+    rows = generate_sft(splits, SftConfig(**cfg, informative_second_share=1.0), words)
+    entropy = EntropySolver(words)
+    outside_answers = 0
+    for r, p in zip(rows, plain):
+        assert r["answer"] == p["answer"] and r["history"][0] == p["history"][0]
+        hist = [(g, str_to_pattern(t)) for g, t in r["history"]]
+        cands = entropy.candidates(hist[:1])
+        if len(hist) < 2 or len(cands) <= 2:
+            continue
+        top = np.argsort(-entropy.scores(cands), kind="stable")[:INFORMATIVE_WIDTH]
+        assert hist[1][0] in {words.allowed[int(i)] for i in top}
+        assert r["messages"][4].get("train", True)  # imitated, not shown as context only
+        outside_answers += not words.is_answer(hist[1][0])
+        for k in range(2, len(hist)):  # the candidate solver goes on: every later guess fits
+            assert all(score(g, hist[k][0]) == t for g, t in hist[:k])
+    assert outside_answers > 10  # information guesses, not only candidates
+    with pytest.raises(DataError, match="random_second_share \\+ informative_second_share"):
+        generate_sft(splits, SftConfig(games=2, informative_second_share=0.95), words)
+    with pytest.raises(DataError, match="informative_second_share must be"):
+        generate_sft(splits, SftConfig(games=2, informative_second_share=-0.1), words)
 
 
 def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):

@@ -93,6 +93,13 @@ def data_sft(
             "while any fits; then every allowed word."
         ),
     ] = _SFT.wide_answers_first,
+    informative_second_share: Annotated[
+        float,
+        typer.Option(
+            help="Share of games whose second guess is, imitated, one of the allowed words that "
+            "split the remaining answer words best."
+        ),
+    ] = _SFT.informative_second_share,
     refused_share: Annotated[
         float, typer.Option(help="Share of games showing one refused move and the reply.")
     ] = _SFT.refused_share,
@@ -150,6 +157,7 @@ def data_sft(
                 balance_share=balance_share,
                 wide_share=wide_share,
                 wide_answers_first=wide_answers_first,
+                informative_second_share=informative_second_share,
                 refused_share=refused_share,
                 refused_kinds=kinds,
                 recall_share=recall_share,

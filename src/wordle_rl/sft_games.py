@@ -32,6 +32,8 @@ from wordle_rl.splits import Splits, check_protocol
 from wordle_rl.traces import outside_targets, play_traced, strong_openers
 from wordle_rl.words import WordList, load_word_lists
 
+INFORMATIVE_WIDTH = 20  # informative second guesses are drawn among this many best splitters
+
 __all__ = [
     "SftConfig",
     "REFUSED_KINDS",
@@ -78,6 +80,14 @@ class SftConfig:
     random_second_share: float = field(
         default=0.1,
         metadata={"help": "Share of games whose second guess is a random remaining candidate."},
+    )
+    informative_second_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of games whose second guess is, imitated, one of the allowed words "
+            "that split the remaining answer words best (INFORMATIVE_WIDTH): information guesses "
+            "the policy can sample and RL can choose between, and the states after them."
+        },
     )
     refused_share: float = field(
         default=0.15,
@@ -237,6 +247,11 @@ def generate_sft(
     check_share("balance_share", cfg.balance_share)
     check_share("refused_share", cfg.refused_share)
     check_share("recall_share", cfg.recall_share)
+    check_share("informative_second_share", cfg.informative_second_share)
+    check_share(
+        "random_second_share + informative_second_share",
+        cfg.random_second_share + cfg.informative_second_share,
+    )
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
     check_protocol(cfg.protocol)
@@ -274,7 +289,7 @@ def generate_sft(
         r = rng.random()
         first = None
         if solver.name == "search":  # the search solver plays clean games from its own opener
-            random_second = False
+            random_second = informative = False
         else:
             if r < cfg.random_first_share:
                 first = ("random_first", rng.choice(words.allowed))
@@ -284,13 +299,18 @@ def generate_sft(
                     "opener",
                     rng.choice(openers),
                 )
-            random_second = rng.random() < cfg.random_second_share
+            u = rng.random()  # one draw: the data are unchanged while the new share is 0
+            random_second = u < cfg.random_second_share
+            informative = not random_second and u < (
+                cfg.random_second_share + cfg.informative_second_share
+            )
 
         def policy(
             history,
             rng,
             first=first,
             random_second=random_second,
+            informative=informative,
             solver=solver,
             balanced=balanced,
             teacher=teacher,
@@ -308,6 +328,11 @@ def generate_sft(
                     "explore",
                     teacher,
                 )
+            if len(history) == 1 and informative:
+                cands = entropy.candidates(history)
+                if len(cands) > 2:  # where two or fewer fit, a candidate is the best move
+                    top = np.argsort(-entropy.scores(cands), kind="stable")[:INFORMATIVE_WIDTH]
+                    return words.allowed[int(top[rng.randrange(len(top))])], "solver", teacher
             if history and balanced:
                 cands = entropy.candidates(history)
                 rarest = cands[written[cands] == written[cands].min()]
