@@ -317,6 +317,17 @@ def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
         )
 
 
+# candidate-solver games alone: every move imitated, no exploration, refusals or recall games
+CANDIDATE_ONLY = dict(
+    think=False,
+    solver_mix={"candidate": 1.0},
+    random_first_share=0.0,
+    random_second_share=0.0,
+    refused_share=0.0,
+    recall_share=0.0,
+)
+
+
 def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
     # every guess after the opener (all trained here: no exploration, no refusals)
     def later_guesses(
@@ -328,16 +339,7 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
                 counts[g] = counts.get(g, 0) + 1
         return counts
 
-    cfg = dict(
-        games=300,
-        seed=1,
-        think=False,
-        solver_mix={"candidate": 1.0},
-        random_first_share=0.0,
-        random_second_share=0.0,
-        refused_share=0.0,
-        recall_share=0.0,
-    )
+    cfg = dict(games=300, seed=1, **CANDIDATE_ONLY)
     plain = generate_sft(splits, SftConfig(**cfg), words)
     balanced = generate_sft(splits, SftConfig(**cfg, balance_share=1.0), words)
     assert check_leakage(balanced, splits) == len(balanced)
@@ -360,16 +362,7 @@ def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words
 
 
 def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
-    cfg = dict(
-        games=60,
-        seed=2,
-        think=False,
-        solver_mix={"candidate": 1.0},
-        random_first_share=0.0,
-        random_second_share=0.0,
-        refused_share=0.0,
-        recall_share=0.0,
-    )
+    cfg = dict(games=60, seed=2, **CANDIDATE_ONLY)
     plain = generate_sft(splits, SftConfig(**cfg), words)
     rows = generate_sft(splits, SftConfig(**cfg, informative_second_share=1.0), words)
     entropy = EntropySolver(words)
