@@ -299,7 +299,7 @@ def generate_sft(
                     "opener",
                     rng.choice(openers),
                 )
-            u = rng.random()  # one draw: the data are unchanged while the new share is 0
+            u = rng.random()  # one draw decides both second-guess options, so neither adds a draw
             random_second = u < cfg.random_second_share
             informative = not random_second and u < (
                 cfg.random_second_share + cfg.informative_second_share
