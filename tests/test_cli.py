@@ -105,22 +105,23 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
 
 def test_a_saved_resolved_config_runs_again_with_flags_on_top(tmp_path):
     # what `wordle-rl sft` / `grpo` save next to a model (nulls, lists, mappings) loads as --config
-    from dataclasses import asdict
-
     from wordle_rl.cli_train import _parse_config
     from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.sft import WordleSFTConfig, jsonable
+    from wordle_rl.sft import WordleSFTConfig, save_config
 
-    for cls, flags in [
-        (WordleSFTConfig, ["--max-steps", "3", "--learning-rate", "2e-4"]),
-        (WordleGRPOConfig, ["--num-generations", "4", "--per-device-train-batch-size", "8"]),
+    for cls, name, flags in [
+        (WordleSFTConfig, "sft", ["--max-steps", "3", "--learning-rate", "2e-4"]),
+        (
+            WordleGRPOConfig,
+            "grpo",
+            ["--num-generations", "4", "--per-device-train-batch-size", "8"],
+        ),
     ]:
         first = _parse_config(cls, None, ["--output_dir", str(tmp_path), *flags])
-        saved = tmp_path / f"{cls.__name__}.json"
-        saved.write_text(json.dumps(jsonable(asdict(first)), indent=1, sort_keys=True))
+        saved = save_config(first, tmp_path, name)
         again = _parse_config(cls, saved, ["--seed", "7"])
-        want = jsonable(asdict(first)) | {"seed": 7}
-        assert jsonable(asdict(again)) == want
+        want = json.loads(saved.read_text()) | {"seed": 7}
+        assert json.loads(save_config(again, tmp_path, name).read_text()) == want
 
 
 def test_data_sft_wide_games_and_check(tmp_path):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -225,7 +224,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     from datasets import Dataset
 
     from wordle_rl.models import check_prompt_style, load_model, write_prompt_record
-    from wordle_rl.sft import TimeBudget, jsonable, train_and_save
+    from wordle_rl.sft import TimeBudget, save_config, train_and_save
     from wordle_rl.soft_targets import SftBatches
 
     torch.set_num_threads(cfg.threads)
@@ -284,9 +283,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
         cfg.reward_weights = RewardWeights.from_any(cfg.reward_preset).as_list()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "wordle_rl_grpo_config.json").write_text(
-        json.dumps(jsonable(asdict(cfg)), indent=1, sort_keys=True)
-    )
+    save_config(cfg, out, "grpo")
     write_prompt_record(out, style)
     extra = list(callbacks or [])
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []

@@ -39,7 +39,7 @@ __all__ = [
     "run_sft",
     "train_and_save",
     "resolve_defaults",
-    "jsonable",
+    "save_config",
 ]
 
 
@@ -311,9 +311,7 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None =
     dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0, splits=cfg.splits)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "wordle_rl_sft_config.json").write_text(
-        json.dumps(jsonable(asdict(cfg)), indent=1, sort_keys=True)
-    )
+    save_config(cfg, out, "sft")
     detected = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
     if detected is not None:
         write_prompt_record(out, PromptStyle(detected[0], think=detected[1]))
@@ -349,5 +347,9 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
     return out
 
 
-def jsonable(d):
-    return json.loads(json.dumps(d, default=str))
+def save_config(cfg, out: Path, name: str) -> Path:
+    """The resolved config, saved as ``wordle_rl_{name}_config.json`` in ``out``: what
+    ``wordle-rl sft|grpo --config`` reads back (values JSON cannot hold are written as text)."""
+    path = out / f"wordle_rl_{name}_config.json"
+    path.write_text(json.dumps(asdict(cfg), default=str, indent=1, sort_keys=True))
+    return path
