@@ -11,7 +11,6 @@ from wordle_rl.prompts import Knowledge, PromptStyle
 from wordle_rl.recall import recall_games
 from wordle_rl.rl_rows import RlConfig, generate_rl, parse_depth_mix
 from wordle_rl.sft_games import (
-    INFORMATIVE_WIDTH,
     SftConfig,
     generate_sft,
     parse_refused_kinds,
@@ -365,6 +364,10 @@ def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
     cfg = dict(games=60, seed=2, **CANDIDATE_ONLY)
     plain = generate_sft(splits, SftConfig(**cfg), words)
     rows = generate_sft(splits, SftConfig(**cfg, informative_second_share=1.0), words)
+    narrow = generate_sft(
+        splits, SftConfig(**cfg, informative_second_share=1.0, informative_width=1), words
+    )
+    narrow_second = {r["answer"]: r["history"][1][0] for r in narrow if len(r["history"]) > 1}
     entropy = EntropySolver(words)
     outside_answers = 0
     for r, p in zip(rows, plain):
@@ -373,8 +376,10 @@ def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
         cands = entropy.candidates(hist[:1])
         if len(hist) < 2 or len(cands) <= 2:
             continue
-        top = np.argsort(-entropy.scores(cands), kind="stable")[:INFORMATIVE_WIDTH]
+        ranked = np.argsort(-entropy.scores(cands), kind="stable")
+        top = ranked[: SftConfig().informative_width]
         assert hist[1][0] in {words.allowed[int(i)] for i in top}
+        assert narrow_second[r["answer"]] == words.allowed[int(ranked[0])]
         assert r["messages"][4].get("train", True)  # imitated, not shown as context only
         outside_answers += not words.is_answer(hist[1][0])
         for k in range(2, len(hist)):  # the candidate solver goes on: every later guess fits
@@ -384,6 +389,8 @@ def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
         generate_sft(splits, SftConfig(games=2, informative_second_share=0.95), words)
     with pytest.raises(DataError, match="informative_second_share must be"):
         generate_sft(splits, SftConfig(games=2, informative_second_share=-0.1), words)
+    with pytest.raises(DataError, match="informative_width must be at least 1, got 0"):
+        generate_sft(splits, SftConfig(games=2, informative_width=0), words)
 
 
 def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):

@@ -100,6 +100,12 @@ def data_sft(
             "split the remaining answer words best."
         ),
     ] = _SFT.informative_second_share,
+    informative_width: Annotated[
+        int,
+        typer.Option(
+            help="How many best-splitting words an informative second guess is drawn from."
+        ),
+    ] = _SFT.informative_width,
     refused_share: Annotated[
         float, typer.Option(help="Share of games showing one refused move and the reply.")
     ] = _SFT.refused_share,
@@ -158,6 +164,7 @@ def data_sft(
                 wide_share=wide_share,
                 wide_answers_first=wide_answers_first,
                 informative_second_share=informative_second_share,
+                informative_width=informative_width,
                 refused_share=refused_share,
                 refused_kinds=kinds,
                 recall_share=recall_share,

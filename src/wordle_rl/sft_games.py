@@ -32,8 +32,6 @@ from wordle_rl.splits import Splits, check_protocol
 from wordle_rl.traces import outside_targets, play_traced, strong_openers
 from wordle_rl.words import WordList, load_word_lists
 
-INFORMATIVE_WIDTH = 20  # informative second guesses are drawn among this many best splitters
-
 __all__ = [
     "SftConfig",
     "REFUSED_KINDS",
@@ -85,8 +83,14 @@ class SftConfig:
         default=0.0,
         metadata={
             "help": "Share of games whose second guess is, imitated, one of the allowed words "
-            "that split the remaining answer words best (INFORMATIVE_WIDTH): information guesses "
+            "that split the remaining answer words best (informative_width): information guesses "
             "the policy can sample and RL can choose between, and the states after them."
+        },
+    )
+    informative_width: int = field(
+        default=20,
+        metadata={
+            "help": "How many best-splitting words an informative second guess is drawn from."
         },
     )
     refused_share: float = field(
@@ -254,6 +258,8 @@ def generate_sft(
     )
     if cfg.lexicon_share < 0:
         raise DataError(f"lexicon_share must be at least 0, got {cfg.lexicon_share}")
+    if cfg.informative_width < 1:
+        raise DataError(f"informative_width must be at least 1, got {cfg.informative_width}")
     check_protocol(cfg.protocol)
     held_out = splits.held_out() if cfg.protocol == "strict" else set()
     entropy = EntropySolver(words)
@@ -295,10 +301,7 @@ def generate_sft(
                 first = ("random_first", rng.choice(words.allowed))
             elif r < cfg.random_first_share + cfg.opener_share or solver.name == "random":
                 # the random solver never opens with a random word
-                first = (
-                    "opener",
-                    rng.choice(openers),
-                )
+                first = ("opener", rng.choice(openers))
             u = rng.random()  # one draw decides both second-guess options, so neither adds a draw
             random_second = u < cfg.random_second_share
             informative = not random_second and u < (
@@ -331,7 +334,7 @@ def generate_sft(
             if len(history) == 1 and informative:
                 cands = entropy.candidates(history)
                 if len(cands) > 2:  # where two or fewer fit, a candidate is the best move
-                    top = np.argsort(-entropy.scores(cands), kind="stable")[:INFORMATIVE_WIDTH]
+                    top = np.argsort(-entropy.scores(cands), kind="stable")[: cfg.informative_width]
                     return words.allowed[int(top[rng.randrange(len(top))])], "solver", teacher
             if history and balanced:
                 cands = entropy.candidates(history)
@@ -366,10 +369,7 @@ def generate_sft(
         messages = render_conversation(style, history, thinks=thinks)
         for k, (reason, _) in enumerate(reasons):
             # shown as context, never imitated (see the chat template)
-            if reason in (
-                "explore",
-                "refused",
-            ):
+            if reason in ("explore", "refused"):
                 messages[2 + 2 * k]["train"] = False
         won = played[-1][0] == answer
         if won:
