@@ -10,12 +10,7 @@ from wordle_rl.game import candidate_indices, score, str_to_pattern
 from wordle_rl.prompts import Knowledge, PromptStyle
 from wordle_rl.recall import recall_games
 from wordle_rl.rl_rows import RlConfig, generate_rl, parse_depth_mix
-from wordle_rl.sft_games import (
-    SftConfig,
-    generate_sft,
-    parse_refused_kinds,
-    parse_solver_mix,
-)
+from wordle_rl.sft_games import SftConfig, generate_sft, parse_refused_kinds, parse_solver_mix
 from wordle_rl.solvers import EntropySolver
 from wordle_rl.splits import Splits, check_leakage, make_splits
 
