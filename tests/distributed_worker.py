@@ -73,7 +73,9 @@ def main() -> None:
         run_grpo(cfg, resume, callbacks=[Recorder(out_dir)])
     from accelerate import PartialState
 
-    PartialState().destroy_process_group()  # as the CLI does: no rank exits with gloo running
+    state = PartialState()  # as the CLI does: no rank exits with gloo running
+    state.wait_for_everyone()
+    state.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -112,7 +112,9 @@ def _end_processes() -> None:
     that no rank exits with its communication threads still running."""
     from accelerate import PartialState
 
-    PartialState().destroy_process_group()
+    state = PartialState()
+    state.wait_for_everyone()  # every rank reaches the teardown before any rank leaves it
+    state.destroy_process_group()
 
 
 def _parse_config(cls, config: Path | None, args: list[str]):
