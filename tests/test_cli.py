@@ -247,6 +247,13 @@ def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert res["split"] == "rl" and res["metrics"]["games"] == 3
+    ev = ["eval", "--solver", "candidate", "--splits", str(splits), "--limit", "3"]
+    r = runner.invoke(app, [*ev, "--force-second", "oracle"])
+    assert r.exit_code != 0 and "--force-second must be one of" in r.output, r.output
+    r = runner.invoke(app, [*ev, "--force-second", "entropy", "--out", str(tmp_path / "f")])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "f" / "results.json").read_text())
+    assert res["policy"] == "solver:candidate+second:entropy" and res["metrics"]["games"] == 3
     plain = tmp_path / "plain.json"
     assert runner.invoke(app, ["data", "split", "--out", str(plain)]).exit_code == 0
     r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(plain), "--split", "rl"])

@@ -12,16 +12,18 @@ from wordle_rl.data import save_dataset
 from wordle_rl.decoding import GuessConstraint, guess_prefixes
 from wordle_rl.evaluate import (
     EvalConfig,
+    ForcedSecondPolicy,
     ModelPolicy,
     SolverPolicy,
     metrics,
     run_eval,
     wilson,
 )
+from wordle_rl.game import score
 from wordle_rl.models import build_tokenizer, load_model
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.solvers import EntropySolver
+from wordle_rl.solvers import CandidateSolver, EntropySolver
 from wordle_rl.splits import make_splits
 
 NT = PromptStyle("xml", think=False)
@@ -218,6 +220,36 @@ def test_solver_policy_metrics(words, sft_data):
     assert m["win_rate"] == 1.0 and m["format_error_rate"] == 0 and m["repeated_guess_rate"] == 0
     assert 2.5 < m["mean_guesses_on_wins"] < 4.5 and 0.9 < m["mean_info_gain_vs_best"] <= 1.0
     assert metrics([{"won": True, "turns": 1, "moves": []}])["win_rate"] == 1.0
+
+
+def test_forced_second_move_is_the_solvers_and_every_other_move_the_policys(
+    words, sft_data, tmp_path
+):
+    _, splits, _ = sft_data
+    answers = splits.test[:12]
+    inner = SolverPolicy(CandidateSolver(words), NT)
+    cfg = EvalConfig(train_sample=False, force_second="entropy")
+    forced = ForcedSecondPolicy(inner, EntropySolver(words), NT)
+    res = run_eval(forced, answers, cfg, tmp_path / "ev", words)
+    free = run_eval(inner, answers, EvalConfig(train_sample=False), None, words)
+    assert res["policy"] == "solver:candidate+second:entropy"
+    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert saved["config"]["force_second"] == "entropy" and res["metrics"]["win_rate"] == 1.0
+    games = [json.loads(x) for x in (tmp_path / "ev" / "games.jsonl").read_text().splitlines()]
+    changed = 0
+    for g in games:
+        guesses = [m["guess"] for m in g["moves"]]
+        first = CandidateSolver(words).opener()
+        assert guesses[0] == first
+        if len(guesses) > 1:
+            hist = [(first, score(first, g["answer"]))]
+            assert guesses[1] == EntropySolver(words).guess(hist)
+            changed += guesses[1] != CandidateSolver(words).guess(hist)
+        for k in range(2, len(guesses)):  # the teacher again: each later move fits all feedback
+            assert all(score(w, guesses[k]) == score(w, g["answer"]) for w in guesses[:k])
+    assert changed > 0 and res["metrics"] != free["metrics"]
+    with pytest.raises(ValueError, match="--force-second must be one of"):
+        EvalConfig(force_second="oracle")
 
 
 def test_wilson_interval():

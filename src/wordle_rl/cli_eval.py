@@ -157,6 +157,13 @@ def eval_cmd(
     out: Annotated[
         Path | None, typer.Option(help="Folder for results.json, games.jsonl, report.md.")
     ] = None,
+    force_second: Annotated[
+        str | None,
+        typer.Option(
+            help="A solver plays every game's second move (candidate: the SFT teacher; entropy: "
+            "the most informative word): compare with --paired against free play."
+        ),
+    ] = None,
     train_data: Annotated[
         list[Path] | None,
         typer.Option(
@@ -187,6 +194,7 @@ def eval_cmd(
             think=think,
             threads=threads,
             env_url=env_url,
+            force_second=force_second,
         )
         st = PromptStyle(style, think=think)
         if model is not None:
@@ -236,6 +244,11 @@ def eval_cmd(
         policy = EndpointPolicy(
             TeacherConfig(base_url=base_url, model=endpoint_model, style=style, think=think)
         )
+    if force_second is not None:
+        from wordle_rl.evaluate import ForcedSecondPolicy
+        from wordle_rl.solvers import make_solver
+
+        policy = ForcedSecondPolicy(policy, make_solver(force_second, wl, seed=seed), st)
     total = len(answers) * (2 if train_sample else 1)
     columns = (
         TextColumn("{task.description}"),

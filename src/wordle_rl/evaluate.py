@@ -11,7 +11,9 @@ with the KV cache, greedy or sampled) or an OpenAI-compatible endpoint. Local mo
 of three modes, always named in the results and never mixed: ``free`` (the headline), ``allowed``
 (only words of the allowed list can be spelled inside the guess tag) and ``consistent`` (only
 allowed words that fit all feedback so far), through a transformers ``LogitsProcessor``. A win
-counts only when the exact answer is guessed.
+counts only when the exact answer is guessed. ``--force-second SOLVER`` lets a solver play every
+game's second move and the policy the rest: paired against the same policy's free play, it says
+which second move the policy can finish from on held-out words.
 
 Metrics: win rate with a 95 % Wilson interval, mean guesses on wins, histogram, format-error,
 invalid-word, repeated-guess and inconsistent-guess rates, mean information gain relative to the
@@ -45,6 +47,7 @@ __all__ = [
     "SolverPolicy",
     "ModelPolicy",
     "EndpointPolicy",
+    "ForcedSecondPolicy",
     "play_games",
     "metrics",
     "wilson",
@@ -89,10 +92,20 @@ class EvalConfig:
             "the split)."
         },
     )
+    force_second: str | None = field(
+        default=None,
+        metadata={"help": "A solver (candidate, entropy, ...) plays every second move."},
+    )
 
     def __post_init__(self) -> None:
+        from wordle_rl.solvers import SOLVERS
+
         if self.decode not in DECODE_MODES:
             raise ValueError(f"--decode must be one of {DECODE_MODES}, got {self.decode!r}")
+        if self.force_second is not None and self.force_second not in SOLVERS:
+            raise ValueError(
+                f"--force-second must be one of {sorted(SOLVERS)}, got {self.force_second!r}"
+            )
 
 
 # --------------------------------------------------------------------------- policies
@@ -203,6 +216,25 @@ class EndpointPolicy:
 
         with ThreadPoolExecutor(self.concurrency) as pool:
             return list(pool.map(one, envs))
+
+
+class ForcedSecondPolicy:
+    """``policy`` with every game's second move (the move after its first played guess) set by
+    ``solver``; the policy plays every other move, and is not asked for the forced ones."""
+
+    def __init__(self, policy, solver, style: PromptStyle):
+        self.policy, self.solver, self.style = policy, solver, style
+        self.name = f"{policy.name}+second:{solver.name}"
+        self.decode = getattr(policy, "decode", "n/a")
+
+    def act(self, envs: list[WordleEnv]) -> list[str]:
+        forced = [len(e.played) == 1 for e in envs]
+        free = [e for e, f in zip(envs, forced) if not f]
+        rest = iter(self.policy.act(free) if free else [])
+        return [
+            format_answer(self.style, self.solver.guess(e.played)) if f else next(rest)
+            for e, f in zip(envs, forced)
+        ]
 
 
 # --------------------------------------------------------------------------- play + metrics
