@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from wordle_rl.cli import app
@@ -262,3 +263,23 @@ def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
         app, ["data", "rl", "--splits", str(plain), "--split", "dev", "--out", str(tmp_path / "x")]
     )
     assert r.exit_code != 0 and "unknown split 'dev'" in r.output
+
+
+def test_data_options_say_what_their_config_fields_say():
+    import re
+
+    from wordle_rl.cli_common import field_help
+    from wordle_rl.rl_rows import RlConfig
+    from wordle_rl.sft_games import SftConfig
+
+    def flat(text: str) -> str:
+        return re.sub(r"[\s│]+", " ", text)
+
+    sft = flat(runner.invoke(app, ["data", "sft", "--help"], env={"COLUMNS": "300"}).output)
+    rl = flat(runner.invoke(app, ["data", "rl", "--help"], env={"COLUMNS": "300"}).output)
+    for name in ("games", "recall_share", "protocol", "informative_width", "solver_mix"):
+        assert flat(field_help(SftConfig, name)) in sft, name
+    for name in ("rows", "split", "random_move_share", "wide_share"):
+        assert flat(field_help(RlConfig, name)) in rl, name
+    with pytest.raises(KeyError, match="no field 'nothing'"):
+        field_help(RlConfig, "nothing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +37,20 @@ ThinkOpt = Annotated[
 SplitsOpt = Annotated[
     Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")
 ]
+
+
+def field_help(config, name: str) -> str:
+    """The help of field ``name`` of the dataclass ``config``: an option that sets a config field
+    says what the field says.
+
+    >>> from wordle_rl.rl_rows import RlConfig
+    >>> field_help(RlConfig, "rows")
+    'Number of rows.'
+    """
+    for f in fields(config):
+        if f.name == name:
+            return f.metadata["help"]
+    raise KeyError(f"{config.__name__} has no field {name!r}")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

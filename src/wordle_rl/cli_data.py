@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from wordle_rl.cli_common import SplitsOpt, StyleOpt, ThinkOpt, console, err_console, fail
+from wordle_rl.cli_common import (
+    SplitsOpt,
+    StyleOpt,
+    ThinkOpt,
+    console,
+    err_console,
+    fail,
+    field_help,
+)
 from wordle_rl.cli_common import data_call as _data_call
 from wordle_rl.data import mix_text
 from wordle_rl.prompts import DEFAULT_STYLE
@@ -27,6 +36,7 @@ from wordle_rl.words import load_word_lists
 _SFT, _RL = SftConfig(), RlConfig()  # every option's default is the config's: the main job's data
 _SOLVER_MIX, _REFUSED_KINDS = mix_text(_SFT.solver_mix), mix_text(_SFT.refused_kinds)
 _DEPTH_MIX = mix_text(_RL.depth_mix)
+_sft, _rl = partial(field_help, SftConfig), partial(field_help, RlConfig)
 
 app = typer.Typer(no_args_is_help=True, help="Generate and check training data.")
 
@@ -64,79 +74,31 @@ def data_split(
 @app.command("sft")
 def data_sft(
     splits: SplitsOpt = Path("data/splits.json"),
-    games: Annotated[int, typer.Option(help="Number of solver games.")] = _SFT.games,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    games: Annotated[int, typer.Option(help=_sft("games"))] = _SFT.games,
+    seed: Annotated[int, typer.Option(help=_sft("seed"))] = _SFT.seed,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = _SFT.think,
     solvers: Annotated[
-        str,
-        typer.Option(help="Solver mix, e.g. entropy:0.75,search:0.25 or candidate:0.8,random:0.2"),
+        str, typer.Option(help=_sft("solver_mix") + " As name:weight,...")
     ] = _SOLVER_MIX,
-    balance_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of games that write the least-written remaining "
-            "answer words (evens out word exposure)."
-        ),
-    ] = _SFT.balance_share,
-    wide_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of games whose target is an allowed word outside the "
-            "answer list (never a val/test answer), every allowed word a possible answer."
-        ),
-    ] = _SFT.wide_share,
+    balance_share: Annotated[float, typer.Option(help=_sft("balance_share"))] = _SFT.balance_share,
+    wide_share: Annotated[float, typer.Option(help=_sft("wide_share"))] = _SFT.wide_share,
     wide_answers_first: Annotated[
-        bool,
-        typer.Option(
-            help="Wide games guess fitting answer words (the solver mix) "
-            "while any fits; then every allowed word."
-        ),
+        bool, typer.Option(help=_sft("wide_answers_first"))
     ] = _SFT.wide_answers_first,
     informative_second_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of games whose second guess is, imitated, one of the allowed words that "
-            "split the remaining answer words best."
-        ),
+        float, typer.Option(help=_sft("informative_second_share"))
     ] = _SFT.informative_second_share,
     informative_width: Annotated[
-        int,
-        typer.Option(
-            help="How many best-splitting words an informative second guess is drawn from."
-        ),
+        int, typer.Option(help=_sft("informative_width"))
     ] = _SFT.informative_width,
-    refused_share: Annotated[
-        float, typer.Option(help="Share of games showing one refused move and the reply.")
-    ] = _SFT.refused_share,
+    refused_share: Annotated[float, typer.Option(help=_sft("refused_share"))] = _SFT.refused_share,
     refused_kinds: Annotated[
-        str,
-        typer.Option(
-            help="Refused moves shown, kind:weight of misspelt, blend (a "
-            "non-word spliced from fitting words), repeat."
-        ),
+        str, typer.Option(help=_sft("refused_kinds") + " As kind:weight,...")
     ] = _REFUSED_KINDS,
-    recall_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of games that are recall games: on an allowed word outside the answer list "
-            "next to an answer word, cut where the solver writes that word as the only fit."
-        ),
-    ] = _SFT.recall_share,
-    lexicon_share: Annotated[
-        float,
-        typer.Option(
-            help="Word-pattern exercises added, as a share of the games: any "
-            "answer word with 2-4 letters in place (no game, no target)."
-        ),
-    ] = _SFT.lexicon_share,
-    protocol: Annotated[
-        str,
-        typer.Option(
-            help="open: recall games recall every answer word; strict: only train "
-            "answers, and no game ends on a val or test word."
-        ),
-    ] = _SFT.protocol,
+    recall_share: Annotated[float, typer.Option(help=_sft("recall_share"))] = _SFT.recall_share,
+    lexicon_share: Annotated[float, typer.Option(help=_sft("lexicon_share"))] = _SFT.lexicon_share,
+    protocol: Annotated[str, typer.Option(help=_sft("protocol"))] = _SFT.protocol,
     out: Annotated[Path, typer.Option(help="Output folder (sft.jsonl + hf/).")] = Path("data/sft"),
 ) -> None:
     """Solver games on train answers (and, with --wide-share or --recall-share, on allowed words
@@ -183,25 +145,16 @@ def data_sft(
 @app.command("rl")
 def data_rl(
     splits: SplitsOpt = Path("data/splits.json"),
-    rows: Annotated[int, typer.Option(help="Number of prompt rows.")] = _RL.rows,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
-    split: Annotated[
-        str,
-        typer.Option(help="Split whose answers are targets: train, or rl (held back from SFT)."),
-    ] = "train",
+    rows: Annotated[int, typer.Option(help=_rl("rows"))] = _RL.rows,
+    seed: Annotated[int, typer.Option(help=_rl("seed"))] = _RL.seed,
+    split: Annotated[str, typer.Option(help=_rl("split"))] = _RL.split,
     depth_mix: Annotated[
-        str, typer.Option(help="History depth weights, e.g. 0:0.4,1:0.3,2:0.2,3:0.1")
+        str, typer.Option(help=_rl("depth_mix") + " As depth:weight,...")
     ] = _DEPTH_MIX,
     random_moves: Annotated[
-        float, typer.Option(help="Share of random candidate moves in histories.")
+        float, typer.Option(help=_rl("random_move_share"))
     ] = _RL.random_move_share,
-    wide_share: Annotated[
-        float,
-        typer.Option(
-            help="Share of rows whose target is an allowed word outside the "
-            "answer list (never a val/test answer)."
-        ),
-    ] = _RL.wide_share,
+    wide_share: Annotated[float, typer.Option(help=_rl("wide_share"))] = _RL.wide_share,
     style: StyleOpt = DEFAULT_STYLE,
     think: ThinkOpt = _RL.think,
     out: Annotated[Path, typer.Option(help="Output folder (rl.jsonl + hf/).")] = Path("data/rl"),
