@@ -1,8 +1,9 @@
 """Two processes on the CPU with the project's multi-GPU accelerate config (``accelerate launch
 --config_file configs/accelerate/multi_gpu.yaml --num_processes 2``: without CUDA, torchrun starts
 the processes and they talk over gloo; accelerate's ``--cpu`` flag alone starts a single process).
-SFT and GRPO keep identical weights on both ranks, the ranks play different games and draw different
-SFT batches, one checkpoint is written per save, and a GRPO run resumes from its checkpoint."""
+SFT and GRPO keep identical weights on both ranks (in SFT one rank starts 2 s late, and the schedule
+follows the time spent), the ranks play different games and draw different SFT batches, one
+checkpoint is written per save, and a GRPO run resumes from its checkpoint."""
 
 import json
 import os

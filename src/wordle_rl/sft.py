@@ -202,26 +202,51 @@ def resolve_defaults(cfg) -> None:
 
 class TimeBudget(TrainerCallback, ExportableState):
     """Stops training (with a save) once the wall-clock budget is spent; the time spent is saved in
-    each checkpoint, so a resumed run continues the same budget."""
+    each checkpoint, so a resumed run continues the same budget.
+
+    Every rank reads the same time spent: at each step's end the ranks agree on the largest of
+    their clocks (``spent_at_step``), and both the stop and the schedule read that, so no rank
+    stops alone and the learning rate is the same on all of them."""
 
     def __init__(self, minutes: float, spent: float = 0.0):
         self.minutes = minutes
         self.seconds = minutes * 60
         self.spent = spent
+        self.spent_at_step = spent
         self.start = time.monotonic()
 
     def elapsed(self) -> float:
-        """Seconds of the budget used so far (earlier runs of a resumed training included)."""
+        """Seconds of the budget used so far on this rank (earlier runs of a resumed training
+        included)."""
         return self.spent + time.monotonic() - self.start
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.elapsed() > self.seconds:
+        self.spent_at_step = largest_over_ranks(self.elapsed())
+        if self.spent_at_step > self.seconds:
             control.should_training_stop = True
             control.should_save = True
         return control
 
     def state(self) -> dict:
-        return {"args": {"minutes": self.minutes}, "attributes": {"spent": self.elapsed()}}
+        return {"args": {"minutes": self.minutes}, "attributes": {"spent": self.spent_at_step}}
+
+
+def largest_over_ranks(value: float) -> float:
+    """``value`` in one process; the largest of every rank's ``value`` in several (a collective:
+    every rank calls it at the same point).
+
+    >>> largest_over_ranks(2.5)
+    2.5
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    from accelerate import PartialState
+
+    t = torch.tensor([value], dtype=torch.float64, device=PartialState().device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def budget_cosine(step: int, max_steps: int, warmup: int, time_share: float) -> float:
@@ -265,7 +290,7 @@ class WordleSFTTrainer(SFTTrainer):
         ) -> float:  # the callback is looked up each time: a resumed run restores a new one
             budget = self._budget()
             return budget_cosine(
-                step, num_training_steps, warmup, budget.elapsed() / budget.seconds
+                step, num_training_steps, warmup, budget.spent_at_step / budget.seconds
             )
 
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, factor)
