@@ -38,6 +38,7 @@ __all__ = [
     "init_model",
     "spell_word_embeddings",
     "load_model",
+    "cache_argument",
     "pick_device",
     "cpu_has_native_bf16",
     "PROMPT_RECORD",
@@ -386,6 +387,14 @@ def load_model(
             ),
         )
     return model.to(dev), tok
+
+
+def cache_argument() -> str:
+    """``generate``'s name for the KV cache: ``cache`` once transformers renamed it,
+    ``past_key_values`` before."""
+    from transformers.generation import utils
+
+    return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
 
 
 @contextmanager

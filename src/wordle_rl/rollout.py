@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.models import eval_mode
+from wordle_rl.models import cache_argument, eval_mode
 from wordle_rl.prompts import PromptStyle
 from wordle_rl.rewards import COMPONENTS, RewardContext, RewardWeights, combine
 
@@ -264,7 +264,7 @@ class WordleRollout:
         self.last_stats["gen_tokens"] = 0
         active = list(range(len(eps)))  # episode index of each batch row
         seqs, attn = _left_pad([ep.prompt_ids for ep in eps], pad, dev)
-        cache, turn = None, 0
+        cache, turn, cache_name = None, 0, cache_argument()
         while active:
             how = {"do_sample": False}  # greedy: the policy's own best move
             if sample_turns is None or turn < sample_turns:
@@ -288,7 +288,7 @@ class WordleRollout:
                 out = model.generate(
                     input_ids=seqs,
                     attention_mask=attn,
-                    past_key_values=cache,
+                    **{cache_name: cache},
                     **how,
                     max_new_tokens=self.cfg.max_turn_tokens,
                     pad_token_id=pad,
@@ -298,7 +298,7 @@ class WordleRollout:
                     return_dict_in_generate=True,
                     output_logits=self.record_logprobs,
                 )
-            cache = out.past_key_values
+            cache = getattr(out, cache_name)
             new = out.sequences[:, seqs.shape[1] :]
             new_list = new.tolist()
             step_lp = None
