@@ -40,6 +40,7 @@ from wordle_rl.eval_tables import report_markdown
 from wordle_rl.game import str_to_pattern
 from wordle_rl.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.rewards import RewardContext
+from wordle_rl.solvers import SOLVERS
 from wordle_rl.words import WordList, encode_words
 
 __all__ = [
@@ -98,8 +99,6 @@ class EvalConfig:
     )
 
     def __post_init__(self) -> None:
-        from wordle_rl.solvers import SOLVERS
-
         if self.decode not in DECODE_MODES:
             raise ValueError(f"--decode must be one of {DECODE_MODES}, got {self.decode!r}")
         if self.force_second is not None and self.force_second not in SOLVERS:
