@@ -82,11 +82,9 @@ def main() -> None:
             **common,
         )
         run_grpo(cfg, resume, callbacks=[Recorder(out_dir)])
-    from accelerate import PartialState
+    from wordle_rl.cli_train import end_processes
 
-    state = PartialState()  # as the CLI does: no rank exits with gloo running
-    state.wait_for_everyone()
-    state.destroy_process_group()
+    end_processes()  # as the CLI does: no rank exits with gloo running
 
 
 if __name__ == "__main__":

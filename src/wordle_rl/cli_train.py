@@ -74,7 +74,7 @@ def sft(
     except (FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from e
     finally:
-        _end_processes()
+        end_processes()
     console.print(f"model -> {out}")
 
 
@@ -103,11 +103,11 @@ def grpo(
     except (FileNotFoundError, ValueError) as e:
         raise fail(str(e)) from e
     finally:
-        _end_processes()
+        end_processes()
     console.print(f"model -> {out}")
 
 
-def _end_processes() -> None:
+def end_processes() -> None:
     """Close the process group of an ``accelerate launch`` run (nothing in a single process), so
     that no rank exits with its communication threads still running."""
     from accelerate import PartialState
