@@ -236,15 +236,15 @@ def test_forced_second_move_is_the_solvers_and_every_other_move_the_policys(
     saved = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert saved["config"]["force_second"] == "entropy" and res["metrics"]["win_rate"] == 1.0
     games = [json.loads(x) for x in (tmp_path / "ev" / "games.jsonl").read_text().splitlines()]
-    changed = 0
+    teacher, informative = CandidateSolver(words), EntropySolver(words)
+    first, changed = teacher.opener(), 0
     for g in games:
         guesses = [m["guess"] for m in g["moves"]]
-        first = CandidateSolver(words).opener()
         assert guesses[0] == first
         if len(guesses) > 1:
             hist = [(first, score(first, g["answer"]))]
-            assert guesses[1] == EntropySolver(words).guess(hist)
-            changed += guesses[1] != CandidateSolver(words).guess(hist)
+            assert guesses[1] == informative.guess(hist)
+            changed += guesses[1] != teacher.guess(hist)
         for k in range(2, len(guesses)):  # the teacher again: each later move fits all feedback
             assert all(score(w, guesses[k]) == score(w, g["answer"]) for w in guesses[:k])
     assert changed > 0 and res["metrics"] != free["metrics"]
