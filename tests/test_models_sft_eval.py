@@ -126,6 +126,16 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     assert r.exit_code != 0 and "trained on 'xml' prompts" in r.output and "--style xml" in r.output
     r = CliRunner().invoke(app, ["eval", "--model", str(out), "--style", "xml", "--think"])
     assert r.exit_code != 0 and "think=False" in r.output
+    # without --style it is prompted in the style its folder records
+    split_file = tmp_path / "splits.json"
+    sft_data[1].save(split_file)
+    args = ["eval", "--model", str(out), "--splits", str(split_file), "--split", "val"]
+    r = CliRunner().invoke(
+        app, [*args, "--limit", "2", "--no-train-sample", "--out", str(tmp_path)]
+    )
+    assert r.exit_code == 0, r.output
+    played = json.loads((tmp_path / "results.json").read_text())
+    assert (played["config"]["style"], played["config"]["think"]) == ("xml", False)
     # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state
     # restored)
     cfg2 = WordleSFTConfig(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from wordle_rl.game import GREEN, YELLOW, pattern_to_tiles
-from wordle_rl.prompts import STYLES
+from wordle_rl.prompts import DEFAULT_STYLE, STYLES
 from wordle_rl.words import WordList, WordListError, load_word_lists
 
 console = Console()
@@ -34,9 +35,42 @@ StyleOpt = Annotated[str, typer.Option(help=f"Prompt style: {' | '.join(STYLES)}
 ThinkOpt = Annotated[
     bool, typer.Option("--think/--no-think", help="xml/tiles/plain: expect a <think> block.")
 ]
+ModelStyleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--style",
+        help=f"Prompt style: {' | '.join(STYLES)} (default: the one the model folder records, "
+        f"else {DEFAULT_STYLE}).",
+    ),
+]
+ModelThinkOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--think/--no-think",
+        help="xml/tiles/plain: expect a <think> block (default: as the model folder records, "
+        "else no).",
+    ),
+]
 SplitsOpt = Annotated[
     Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")
 ]
+
+
+def model_style(model: str | None, style: str | None, think: bool | None) -> tuple[str, bool]:
+    """The prompt style and think flag to play ``model`` with: each given value as given, each
+    missing one from the record its folder keeps (:data:`wordle_rl.models.PROMPT_RECORD`), else the
+    defaults (``tiles``, no think). A hub id or a folder without a record has no record.
+
+    >>> model_style(None, None, None), model_style("no/such/folder", "xml", True)
+    (('tiles', False), ('xml', True))
+    """
+    from wordle_rl.models import PROMPT_RECORD
+
+    record = Path(model) / PROMPT_RECORD if model else None
+    kept = json.loads(record.read_text()) if record is not None and record.is_file() else {}
+    style = style if style is not None else kept.get("style", DEFAULT_STYLE)
+    think = think if think is not None else bool(kept.get("think", False))
+    return style, think
 
 
 def field_help(config, name: str) -> str:

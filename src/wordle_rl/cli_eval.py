@@ -16,7 +16,18 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from wordle_rl.cli_common import SplitsOpt, StyleOpt, ThinkOpt, console, err_console, fail, tiles
+from wordle_rl.cli_common import (
+    ModelStyleOpt,
+    ModelThinkOpt,
+    SplitsOpt,
+    StyleOpt,
+    ThinkOpt,
+    console,
+    err_console,
+    fail,
+    model_style,
+    tiles,
+)
 from wordle_rl.cli_common import data_call as _data_call
 from wordle_rl.prompts import DEFAULT_STYLE
 from wordle_rl.words import load_word_lists
@@ -147,8 +158,8 @@ def eval_cmd(
     max_new_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 64,
     limit: Annotated[int | None, typer.Option(help="Only the first N answers.")] = None,
     train_sample: Annotated[bool, typer.Option(help="Also play as many train answers.")] = True,
-    style: StyleOpt = DEFAULT_STYLE,
-    think: ThinkOpt = False,
+    style: ModelStyleOpt = None,
+    think: ModelThinkOpt = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
     env_url: Annotated[
@@ -179,6 +190,7 @@ def eval_cmd(
 
     if sum(x is not None for x in (model, solver, base_url)) != 1:
         raise fail("give exactly one of --model, --solver or --base-url")
+    style, think = model_style(model, style, think)
     try:
         cfg = EvalConfig(
             split=split,
@@ -259,15 +271,7 @@ def eval_cmd(
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(f"eval {policy.name}", total=total)
         res = run_eval(
-            policy,
-            list(answers),
-            cfg,
-            out,
-            wl,
-            sp.train,
-            meta,
-            progress=lambda: bar.advance(task),
-            index=index,
+            policy, list(answers), cfg, out, wl, sp.train, meta, lambda: bar.advance(task), index
         )
     _print_results([res])
     if out:
@@ -406,8 +410,8 @@ def watch(
     model: Annotated[str, typer.Option(help="Local model path or hub id.")],
     answer: Annotated[str, typer.Option(help="The secret word.")],
     decode: Annotated[str, typer.Option(help="free | allowed | consistent.")] = "free",
-    style: StyleOpt = DEFAULT_STYLE,
-    think: ThinkOpt = False,
+    style: ModelStyleOpt = None,
+    think: ModelThinkOpt = None,
 ) -> None:
     """Watch a model play one game, with coloured tiles and its raw replies."""
     from wordle_rl.env import EnvConfig, WordleEnv
@@ -418,6 +422,7 @@ def watch(
     wl = load_word_lists()
     if not wl.is_allowed(answer.lower()):
         raise fail(f"{answer!r} is not in the word list")
+    style, think = model_style(model, style, think)
     try:
         st = PromptStyle(style, think=think)
         check_prompt_style(model, st)
