@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
@@ -58,16 +57,15 @@ SplitsOpt = Annotated[
 
 def model_style(model: str | None, style: str | None, think: bool | None) -> tuple[str, bool]:
     """The prompt style and think flag to play ``model`` with: each given value as given, each
-    missing one from the record its folder keeps (:data:`wordle_rl.models.PROMPT_RECORD`), else the
+    missing one from the record its folder keeps (:func:`wordle_rl.models.prompt_record`), else the
     defaults (``tiles``, no think). A hub id or a folder without a record has no record.
 
     >>> model_style(None, None, None), model_style("no/such/folder", "xml", True)
     (('tiles', False), ('xml', True))
     """
-    from wordle_rl.models import PROMPT_RECORD
+    from wordle_rl.models import prompt_record
 
-    record = Path(model) / PROMPT_RECORD if model else None
-    kept = json.loads(record.read_text()) if record is not None and record.is_file() else {}
+    kept = prompt_record(model) if model else {}
     style = style if style is not None else kept.get("style", DEFAULT_STYLE)
     think = think if think is not None else bool(kept.get("think", False))
     return style, think

@@ -190,8 +190,8 @@ def eval_cmd(
 
     if sum(x is not None for x in (model, solver, base_url)) != 1:
         raise fail("give exactly one of --model, --solver or --base-url")
-    style, think = model_style(model, style, think)
     try:
+        style, think = model_style(model, style, think)
         cfg = EvalConfig(
             split=split,
             splits=str(splits),
@@ -422,8 +422,8 @@ def watch(
     wl = load_word_lists()
     if not wl.is_allowed(answer.lower()):
         raise fail(f"{answer!r} is not in the word list")
-    style, think = model_style(model, style, think)
     try:
+        style, think = model_style(model, style, think)
         st = PromptStyle(style, think=think)
         check_prompt_style(model, st)
         m, tok = load_model(model)

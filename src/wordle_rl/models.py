@@ -43,6 +43,7 @@ __all__ = [
     "cpu_has_native_bf16",
     "PROMPT_RECORD",
     "write_prompt_record",
+    "prompt_record",
     "check_prompt_style",
 ]
 
@@ -424,14 +425,19 @@ def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
     )
 
 
+def prompt_record(name_or_path: str | Path) -> dict:
+    """The prompt style a model folder records (``{}`` for a hub id or a folder without one)."""
+    record = Path(name_or_path) / PROMPT_RECORD
+    return json.loads(record.read_text()) if record.is_file() else {}
+
+
 def check_prompt_style(name_or_path: str, style: PromptStyle) -> None:
     """Raise ``ValueError`` when a local model folder records another prompt style than ``style`` (a
     hub model or a folder without a record is not checked). Think is compared as the style uses it
     (never for ``brackets``)."""
     record = Path(name_or_path) / PROMPT_RECORD
-    if not record.is_file():
+    if not (want := prompt_record(name_or_path)):
         return
-    want = json.loads(record.read_text())
     if want.get("style") != style.name:
         raise ValueError(
             f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
