@@ -136,6 +136,15 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     assert r.exit_code == 0, r.output
     played = json.loads((tmp_path / "results.json").read_text())
     assert (played["config"]["style"], played["config"]["think"]) == ("xml", False)
+    # and so does the GRPO stage, unless a style is given
+    from wordle_rl.grpo_config import WordleGRPOConfig
+
+    grpo = WordleGRPOConfig(model=str(out), output_dir=str(tmp_path / "g"))
+    assert (grpo.style, grpo.think) == ("xml", False)
+    given = WordleGRPOConfig(model=str(out), output_dir=str(tmp_path / "g"), style="tiles")
+    assert (given.style, given.think) == ("tiles", False)
+    bare = WordleGRPOConfig(model=str(micro), output_dir=str(tmp_path / "g"), think=True)
+    assert (bare.style, bare.think) == ("tiles", True)
     # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state
     # restored)
     cfg2 = WordleSFTConfig(

@@ -50,8 +50,12 @@ class WordleGRPOConfig(GRPOConfig):
     output_dir: str = field(
         default="runs/grpo", metadata={"help": "Checkpoints and the final model."}
     )
-    style: str = field(
-        default=DEFAULT_STYLE, metadata={"help": "Prompt style (must match the SFT data)."}
+    style: str | None = field(
+        default=None,
+        metadata={
+            "help": "Prompt style (must match the SFT data); default: the style and think that "
+            f"the model folder records, else {DEFAULT_STYLE}."
+        },
     )
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     hard: bool = field(default=False, metadata={"help": "Hard mode."})
@@ -302,6 +306,12 @@ class WordleGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
+        if self.style is None:
+            from wordle_rl.models import prompt_record
+
+            kept = prompt_record(self.model)
+            self.style = kept.get("style", DEFAULT_STYLE)
+            self.think = self.think or bool(kept.get("think", False))
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError(
                 "num_generations must be at least 2: GRPO compares games within a group, and a "
