@@ -55,22 +55,6 @@ SplitsOpt = Annotated[
 ]
 
 
-def model_style(model: str | None, style: str | None, think: bool | None) -> tuple[str, bool]:
-    """The prompt style and think flag to play ``model`` with: each given value as given, each
-    missing one from the record its folder keeps (:func:`wordle_rl.models.prompt_record`), else the
-    defaults (``tiles``, no think). A hub id or a folder without a record has no record.
-
-    >>> model_style(None, None, None), model_style("no/such/folder", "xml", True)
-    (('tiles', False), ('xml', True))
-    """
-    from wordle_rl.models import prompt_record
-
-    kept = prompt_record(model) if model else {}
-    style = style if style is not None else kept.get("style", DEFAULT_STYLE)
-    think = think if think is not None else bool(kept.get("think", False))
-    return style, think
-
-
 def field_help(config, name: str) -> str:
     """The help of field ``name`` of the dataclass ``config``: an option that sets a config field
     says what the field says.

@@ -25,10 +25,10 @@ from wordle_rl.cli_common import (
     console,
     err_console,
     fail,
-    model_style,
     tiles,
 )
 from wordle_rl.cli_common import data_call as _data_call
+from wordle_rl.prompt_record import model_style
 from wordle_rl.prompts import DEFAULT_STYLE
 from wordle_rl.words import load_word_lists
 
@@ -210,7 +210,7 @@ def eval_cmd(
         )
         st = PromptStyle(style, think=think)
         if model is not None:
-            from wordle_rl.models import check_prompt_style
+            from wordle_rl.prompt_record import check_prompt_style
 
             check_prompt_style(model, st)
     except ValueError as e:
@@ -416,7 +416,8 @@ def watch(
     """Watch a model play one game, with coloured tiles and its raw replies."""
     from wordle_rl.env import EnvConfig, WordleEnv
     from wordle_rl.evaluate import ModelPolicy
-    from wordle_rl.models import check_prompt_style, load_model
+    from wordle_rl.models import load_model
+    from wordle_rl.prompt_record import check_prompt_style
     from wordle_rl.prompts import PromptStyle
 
     wl = load_word_lists()

@@ -223,7 +223,8 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     import torch
     from datasets import Dataset
 
-    from wordle_rl.models import check_prompt_style, load_model, write_prompt_record
+    from wordle_rl.models import load_model
+    from wordle_rl.prompt_record import check_prompt_style, write_prompt_record
     from wordle_rl.sft import TimeBudget, save_config, train_and_save
     from wordle_rl.soft_targets import SftBatches
 

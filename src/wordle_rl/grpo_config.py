@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from wordle_rl.prompt_record import model_style
 from wordle_rl.prompts import DEFAULT_STYLE
 
 __all__ = [
@@ -307,11 +308,7 @@ class WordleGRPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         if self.style is None:
-            from wordle_rl.models import prompt_record
-
-            kept = prompt_record(self.model)
-            self.style = kept.get("style", DEFAULT_STYLE)
-            self.think = self.think or bool(kept.get("think", False))
+            self.style, self.think = model_style(self.model, None, self.think or None)
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError(
                 "num_generations must be at least 2: GRPO compares games within a group, and a "

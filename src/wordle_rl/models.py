@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from wordle_rl.prompts import PromptStyle
 from wordle_rl.words import load_word_lists
 
 __all__ = [
@@ -41,15 +40,7 @@ __all__ = [
     "cache_argument",
     "pick_device",
     "cpu_has_native_bf16",
-    "PROMPT_RECORD",
-    "write_prompt_record",
-    "prompt_record",
-    "check_prompt_style",
 ]
-
-# Written beside a trained model: the prompt style it was trained on, so evaluation and GRPO cannot
-# silently prompt it in another one.
-PROMPT_RECORD = "wordle_rl_prompt.json"
 
 SPECIAL = ["<|pad|>", "<|unk|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -415,36 +406,3 @@ def eval_mode(model):
 def _looks_like_hub_id(name: str) -> bool:
     parts = name.split("/")
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/"))
-
-
-def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
-    """Record in a model folder the prompt style it was trained on (its name, and whether answers
-    think)."""
-    (Path(out) / PROMPT_RECORD).write_text(
-        json.dumps({"style": style.name, "think": style.uses_think}) + "\n"
-    )
-
-
-def prompt_record(name_or_path: str | Path) -> dict:
-    """The prompt style a model folder records (``{}`` for a hub id or a folder without one)."""
-    record = Path(name_or_path) / PROMPT_RECORD
-    return json.loads(record.read_text()) if record.is_file() else {}
-
-
-def check_prompt_style(name_or_path: str, style: PromptStyle) -> None:
-    """Raise ``ValueError`` when a local model folder records another prompt style than ``style`` (a
-    hub model or a folder without a record is not checked). Think is compared as the style uses it
-    (never for ``brackets``)."""
-    record = Path(name_or_path) / PROMPT_RECORD
-    if not (want := prompt_record(name_or_path)):
-        return
-    if want.get("style") != style.name:
-        raise ValueError(
-            f"model {name_or_path} was trained on {want.get('style')!r} prompts ({record}), not "
-            f"{style.name!r}: pass --style {want.get('style')}"
-        )
-    if bool(want.get("think")) != style.uses_think:
-        raise ValueError(
-            f"model {name_or_path} was trained with think={bool(want.get('think'))} ({record}), "
-            f"not think={style.uses_think}: set think to {bool(want.get('think'))}"
-        )

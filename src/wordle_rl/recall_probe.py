@@ -139,7 +139,8 @@ def probe_models(models: list[str | Path], games_path: str | Path, threads: int 
     ``games_path``: ``{"games", "states", "models": [...]}``, each model with its mean chance of
     the answer, the states greedy decoding writes it at, those below 0.5, and against the first
     model the states only the first or only it writes (exact McNemar p)."""
-    from wordle_rl.models import check_prompt_style, load_model
+    from wordle_rl.models import load_model
+    from wordle_rl.prompt_record import check_prompt_style
 
     states = recall_states(games_path)
     style = games_env_config(Path(games_path)).style

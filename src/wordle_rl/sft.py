@@ -27,7 +27,8 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from wordle_rl.models import load_model, pick_device, write_prompt_record
+from wordle_rl.models import load_model, pick_device
+from wordle_rl.prompt_record import write_prompt_record
 from wordle_rl.prompts import PromptStyle, detect_style
 from wordle_rl.soft_targets import SoftTargetCollator, load_sft_dataset, soft_target_losses
 
