@@ -145,6 +145,14 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     assert (given.style, given.think) == ("tiles", False)
     bare = WordleGRPOConfig(model=str(micro), output_dir=str(tmp_path / "g"), think=True)
     assert (bare.style, bare.think) == ("tiles", True)
+    # a broken record is an error that names the file, in the CLI and in the config
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "wordle_rl_prompt.json").write_text("{style")
+    r = CliRunner().invoke(app, [*args[:2], str(broken), *args[3:], "--limit", "1"])
+    assert r.exit_code != 0 and "wordle_rl_prompt.json: not valid JSON" in r.output
+    with pytest.raises(ValueError, match="wordle_rl_prompt.json: not valid JSON"):
+        WordleGRPOConfig(model=str(broken), output_dir=str(tmp_path / "g"))
     # a run killed after checkpoint-8 continues from it (optimizer, scheduler and RNG state
     # restored)
     cfg2 = WordleSFTConfig(

@@ -35,9 +35,18 @@ def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
 
 
 def prompt_record(name_or_path: str | Path) -> dict:
-    """The prompt style a model folder records (``{}`` for a hub id or a folder without one)."""
+    """The prompt style a model folder records (``{}`` for a hub id or a folder without one); a
+    record that is not a JSON object is a ``ValueError`` naming the file."""
     record = Path(name_or_path) / PROMPT_RECORD
-    return json.loads(record.read_text()) if record.is_file() else {}
+    if not record.is_file():
+        return {}
+    try:
+        kept = json.loads(record.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{record}: not valid JSON ({e.msg}); delete it or rewrite it") from e
+    if not isinstance(kept, dict):
+        raise ValueError(f"{record}: expected a JSON object with 'style' and 'think'")
+    return kept
 
 
 def check_prompt_style(name_or_path: str, style: PromptStyle) -> None:
