@@ -125,6 +125,33 @@ def test_a_saved_resolved_config_runs_again_with_flags_on_top(tmp_path):
         assert json.loads(save_config(again, tmp_path, name).read_text()) == want
 
 
+def test_a_config_saved_under_other_library_versions_names_both(tmp_path):
+    # a resolved config moved to a machine whose transformers/TRL lack some of its fields
+    from wordle_rl.cli_train import _parse_config
+    from wordle_rl.grpo import WordleGRPOConfig
+    from wordle_rl.sft import save_config, stack_versions
+
+    cfg = _parse_config(WordleGRPOConfig, None, ["--output_dir", str(tmp_path)])
+    saved = save_config(cfg, tmp_path, "grpo")
+    fields = json.loads(saved.read_text())
+    assert fields["_saved_with"] == stack_versions()
+    fields |= {"future_field": 1, "_saved_with": {"transformers": "99.0", "trl": "98.0"}}
+    saved.write_text(json.dumps(fields))
+    r = runner.invoke(app, ["grpo", "--config", str(saved)])
+    here = stack_versions()
+    assert r.exit_code == 2
+    for text in (
+        "future_field",
+        "transformers 99.0",
+        "trl 98.0",
+        f"transformers {here['transformers']}",
+    ):
+        assert text in " ".join(r.output.split()), text
+    fields.pop("future_field")
+    saved.write_text(json.dumps(fields))
+    assert _parse_config(WordleGRPOConfig, saved, []).output_dir == str(tmp_path)
+
+
 def test_data_sft_wide_games_and_check(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0

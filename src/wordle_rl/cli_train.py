@@ -117,6 +117,25 @@ def end_processes() -> None:
     state.destroy_process_group()
 
 
+def _unknown_fields(config: Path, unknown: list[str], saved_with) -> str:
+    """The error for fields the config class lacks: a typo, or a resolved config saved under
+    other transformers/TRL versions, whose field sets differ."""
+    from wordle_rl.sft import stack_versions
+
+    here = stack_versions()
+    msg = f"{config}: unknown field(s) {unknown}"
+
+    def show(v: dict) -> str:
+        return ", ".join(f"{k} {v.get(k, '?')}" for k in here)
+
+    if isinstance(saved_with, dict) and saved_with != here:
+        return (
+            f"{msg}; the file was saved with {show(saved_with)} and this is {show(here)}: "
+            f"remove the fields this version does not have"
+        )
+    return f"{msg} (check the spelling; installed: {show(here)})"
+
+
 def _parse_config(cls, config: Path | None, args: list[str]):
     """A TRL-style config dataclass from an optional YAML/JSON file, overridden by --field value
     flags."""
@@ -138,10 +157,11 @@ def _parse_config(cls, config: Path | None, args: list[str]):
             raise fail(f"{config}: not valid YAML/JSON ({e})") from e
         if not isinstance(base, dict):
             raise fail(f"{config}: expected a mapping of config fields")
+        saved_with = base.pop("_saved_with", None)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(base) - known)
         if unknown:
-            raise fail(f"{config}: unknown field(s) {unknown}")
+            raise fail(_unknown_fields(config, unknown, saved_with))
     if base.get("steps_per_generation") is not None:
         # GRPOConfig derives the generation batch from this; a saved resolved config holds both
         base.pop("generation_batch_size", None)

@@ -41,6 +41,7 @@ __all__ = [
     "train_and_save",
     "resolve_defaults",
     "save_config",
+    "stack_versions",
 ]
 
 
@@ -373,9 +374,20 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
     return out
 
 
+def stack_versions() -> dict[str, str]:
+    """The transformers and TRL versions installed: the libraries whose config fields a resolved
+    config holds."""
+    import transformers
+    import trl
+
+    return {"transformers": transformers.__version__, "trl": trl.__version__}
+
+
 def save_config(cfg, out: Path, name: str) -> Path:
     """The resolved config, saved as ``wordle_rl_{name}_config.json`` in ``out``: what
-    ``wordle-rl sft|grpo --config`` reads back (values JSON cannot hold are written as text)."""
+    ``wordle-rl sft|grpo --config`` reads back (values JSON cannot hold are written as text),
+    with the library versions it was resolved under as ``_saved_with``."""
     path = out / f"wordle_rl_{name}_config.json"
-    path.write_text(json.dumps(asdict(cfg), default=str, indent=1, sort_keys=True))
+    fields = asdict(cfg) | {"_saved_with": stack_versions()}
+    path.write_text(json.dumps(fields, default=str, indent=1, sort_keys=True))
     return path
