@@ -419,23 +419,8 @@ def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
 
 
 def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
+    from wordle_rl.sft import library_versions
 
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in (
-        "wordle-rl",
-        "torch",
-        "transformers",
-        "trl",
-        "datasets",
-        "peft",
-        "accelerate",
-        "numpy",
-        "numba",
-        "openenv",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = None
-    return out
+    packages = "wordle-rl torch transformers trl datasets peft accelerate numpy numba openenv"
+    here = {"python": platform.python_version(), "platform": platform.platform()}
+    return here | library_versions(packages.split())

@@ -40,6 +40,7 @@ __all__ = [
     "run_sft",
     "train_and_save",
     "resolve_defaults",
+    "library_versions",
     "save_config",
     "stack_versions",
 ]
@@ -374,13 +375,27 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
     return out
 
 
-def stack_versions() -> dict[str, str]:
+def library_versions(packages) -> dict[str, str | None]:
+    """The installed version of each package named (``None`` for one that is not installed).
+
+    >>> library_versions(["no-such-package-here"])
+    {'no-such-package-here': None}
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for pkg in packages:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def stack_versions() -> dict[str, str | None]:
     """The transformers and TRL versions installed: the libraries whose config fields a resolved
     config holds."""
-    import transformers
-    import trl
-
-    return {"transformers": transformers.__version__, "trl": trl.__version__}
+    return library_versions(("transformers", "trl"))
 
 
 def save_config(cfg, out: Path, name: str) -> Path:
