@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from wordle_rl.game import pattern_matrix
-from wordle_rl.models import init_model
-from wordle_rl.words import load_word_lists
+from wordle_rl.engine.matrix import pattern_matrix
+from wordle_rl.engine.words import load_word_lists
+from wordle_rl.models.embedded import init_model
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -40,22 +40,22 @@ def micro(tmp_path_factory):
 def trained_micro(tmp_path_factory, words):
     """A micro model after a few SFT steps (it writes guesses sometimes, so groups have reward spread), its SFT
     games and a dozen RL rows."""
-    from wordle_rl.data import save_dataset
-    from wordle_rl.rl_rows import RlConfig, generate_rl
-    from wordle_rl.sft import WordleSFTConfig, run_sft
-    from wordle_rl.sft_games import SftConfig, generate_sft
-    from wordle_rl.splits import make_splits
+    from wordle_rl.data.files import save_dataset
+    from wordle_rl.data.rl_rows import RlConfig, generate_rl
+    from wordle_rl.data.sft_games import SftConfig, generate_sft
+    from wordle_rl.data.splits import make_splits
+    from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
     root = tmp_path_factory.mktemp("grpo")
     raw = init_model(root / "micro", "micro", seed=1)
     splits = make_splits(words, seed=0)
     sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
-                                              solver_mix={"entropy": 1.0}, recall_share=0.0), words)
+                                              solver_mix="entropy:1", recall_share=0.0), words)
     save_dataset(sft_rows, root / "sft", "sft")
     model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
                                     max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
                                     threads=1, save_steps=1000, disable_tqdm=True))
-    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix={0: 0.5, 2: 0.5},
+    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix="0:0.5,2:0.5",
                                         wide_share=0.0),
                        words)
     save_dataset(rows, root / "rl", "rl")

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from wordle_rl.data import write_jsonl
-from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.splits import make_splits
+from wordle_rl.data.files import write_jsonl
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
 
 
 def main() -> None:

@@ -13,14 +13,9 @@ import time
 
 import numpy as np
 
-from wordle_rl.game import (
-    build_pattern_matrix,
-    clear_matrix_memo,
-    pattern_matrix,
-    score,
-    score_pairs,
-)
-from wordle_rl.words import encode_words, load_word_lists
+from wordle_rl.engine.game import score, score_pairs
+from wordle_rl.engine.matrix import build_pattern_matrix, clear_matrix_memo, pattern_matrix
+from wordle_rl.engine.words import encode_words, load_word_lists
 
 
 def main() -> None:

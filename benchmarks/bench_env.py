@@ -15,12 +15,12 @@ import json
 import random
 import time
 
-from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.game import pattern_to_str
-from wordle_rl.prompts import PromptStyle
-from wordle_rl.reward_funcs import make_reward_funcs
-from wordle_rl.rewards import RewardContext
-from wordle_rl.solvers import EntropySolver, play_game
+from wordle_rl.engine.game import pattern_to_str, play_game
+from wordle_rl.engine.solvers import EntropySolver
+from wordle_rl.environment.env import EnvConfig, WordleEnv
+from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.environment.reward_funcs import make_reward_funcs
+from wordle_rl.environment.rewards import RewardContext
 
 
 def main(n_games: int = 1000, seed: int = 0) -> None:

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from wordle_rl.models import MODEL_PRESETS, build_model
+from wordle_rl.models.embedded import MODEL_PRESETS, build_model
 
 
 def measure(name: str, batch: int, length: int, steps: int) -> dict:

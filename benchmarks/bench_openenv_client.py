@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bench_server import _rss_mb, served
 
-from wordle_rl.client import WordleAction, WordleClient
-from wordle_rl.game import str_to_pattern
-from wordle_rl.solvers import EntropySolver
+from wordle_rl.engine.game import str_to_pattern
+from wordle_rl.engine.solvers import EntropySolver
+from wordle_rl.environment.client import WordleAction, WordleClient
 
 
 def play_one(url: str, solver: EntropySolver, seed: int) -> dict:

@@ -10,9 +10,9 @@ import argparse
 import json
 import time
 
-from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows
-from wordle_rl.models import load_model
-from wordle_rl.rollout import WordleRollout
+from wordle_rl.models.embedded import load_model
+from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows
+from wordle_rl.training.rollout import WordleRollout
 
 
 def main() -> None:

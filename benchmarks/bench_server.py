@@ -22,8 +22,8 @@ import urllib.request
 
 from websockets.asyncio.client import connect
 
-from wordle_rl.game import str_to_pattern
-from wordle_rl.solvers import EntropySolver
+from wordle_rl.engine.game import str_to_pattern
+from wordle_rl.engine.solvers import EntropySolver
 
 
 def _free_port() -> int:
@@ -99,7 +99,7 @@ def served(max_sessions: int):
         [
             sys.executable,
             "-m",
-            "wordle_rl.cli",
+            "wordle_rl.cli.main",
             "serve",
             "--port",
             str(port),

@@ -19,11 +19,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from wordle_rl.data import save_dataset
-from wordle_rl.models import init_model
-from wordle_rl.sft import WordleSFTConfig, run_sft
-from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.splits import make_splits
+from wordle_rl.data.files import save_dataset
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
+from wordle_rl.models.embedded import init_model
+from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
 
 def measure(

@@ -52,7 +52,7 @@ def main() -> None:
         model=model, data=data, output_dir=out, threads=1, save_steps=2, disable_tqdm=True, seed=0
     )
     if stage == "sft":
-        from wordle_rl.sft import WordleSFTConfig, run_sft
+        from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
         run_sft(
             WordleSFTConfig(
@@ -66,7 +66,7 @@ def main() -> None:
             callbacks=[Recorder(out_dir)],
         )
     else:
-        from wordle_rl.grpo import WordleGRPOConfig, run_grpo
+        from wordle_rl.training.grpo import WordleGRPOConfig, run_grpo
 
         sft_data = sys.argv[5]
         cfg = WordleGRPOConfig(
@@ -82,7 +82,7 @@ def main() -> None:
             **common,
         )
         run_grpo(cfg, resume, callbacks=[Recorder(out_dir)])
-    from wordle_rl.cli_train import end_processes
+    from wordle_rl.cli.train import end_processes
 
     end_processes()  # as the CLI does: no rank exits with gloo running
 

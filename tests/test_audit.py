@@ -7,14 +7,14 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from wordle_rl.audit import TrainingIndex, audit_games, audit_summary, state_key
-from wordle_rl.cli import app
-from wordle_rl.data import DataError, write_jsonl
-from wordle_rl.game import pattern_to_str, score
-from wordle_rl.prompts import PromptStyle, render_conversation
-from wordle_rl.rl_rows import RlConfig, generate_rl
-from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.splits import check_leakage, make_splits
+from wordle_rl.cli.main import app
+from wordle_rl.data.files import DataError, write_jsonl
+from wordle_rl.data.rl_rows import RlConfig, generate_rl
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import check_leakage, make_splits
+from wordle_rl.engine.game import pattern_to_str, score
+from wordle_rl.environment.prompts import PromptStyle, render_conversation
+from wordle_rl.evaluation.audit import TrainingIndex, audit_games, audit_summary, state_key
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,6 @@ def test_index_from_files_equals_the_parsed_conversations(splits, words, tmp_pat
             style="tiles",
             refused_share=0.5,
             recall_share=0.3,
-            lexicon_share=0.1,
         ),
         words,
     )
@@ -148,7 +147,7 @@ def test_index_from_files_equals_the_parsed_conversations(splits, words, tmp_pat
         tmp_path / "rl.jsonl",
     )
     fast = TrainingIndex.from_paths([tmp_path / "sft", tmp_path / "rl.jsonl"], words)
-    bare = [{"messages": r["messages"], "answer": r["answer"]} for r in rows if "lexicon" not in r]
+    bare = [{"messages": r["messages"], "answer": r["answer"]} for r in rows]
     write_jsonl(bare, tmp_path / "teacher.jsonl")
     parsed = TrainingIndex.from_paths([tmp_path / "teacher.jsonl"], words)
     assert fast.pairs == parsed.pairs and len(fast.pairs) > 500

@@ -1,9 +1,8 @@
 import json
 
-import pytest
 from typer.testing import CliRunner
 
-from wordle_rl.cli import app
+from wordle_rl.cli.main import app
 
 runner = CliRunner()
 
@@ -83,9 +82,9 @@ def test_rewards_explain_typed_and_transcript(tmp_path):
 
 
 def test_training_flags_parse_into_trl_configs(tmp_path):
-    from wordle_rl.cli_train import _parse_config
-    from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.sft import WordleSFTConfig
+    from wordle_rl.cli.common import parse_config as _parse_config
+    from wordle_rl.training.grpo import WordleGRPOConfig
+    from wordle_rl.training.sft import WordleSFTConfig
 
     cfg = _parse_config(
         WordleSFTConfig, None, ["--output_dir", str(tmp_path), "--max-steps", "3", "--lora", "true"]
@@ -106,9 +105,10 @@ def test_training_flags_parse_into_trl_configs(tmp_path):
 
 def test_a_saved_resolved_config_runs_again_with_flags_on_top(tmp_path):
     # what `wordle-rl sft` / `grpo` save next to a model (nulls, lists, mappings) loads as --config
-    from wordle_rl.cli_train import _parse_config
-    from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.sft import WordleSFTConfig, save_config
+    from wordle_rl.cli.common import parse_config as _parse_config
+    from wordle_rl.training.grpo import WordleGRPOConfig
+    from wordle_rl.training.records import save_config
+    from wordle_rl.training.sft import WordleSFTConfig
 
     for cls, name, flags in [
         (WordleSFTConfig, "sft", ["--max-steps", "3", "--learning-rate", "2e-4"]),
@@ -127,9 +127,9 @@ def test_a_saved_resolved_config_runs_again_with_flags_on_top(tmp_path):
 
 def test_a_config_saved_under_other_library_versions_names_both(tmp_path):
     # a resolved config moved to a machine whose transformers/TRL lack some of its fields
-    from wordle_rl.cli_train import _parse_config
-    from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.sft import save_config, stack_versions
+    from wordle_rl.cli.common import parse_config as _parse_config
+    from wordle_rl.training.grpo import WordleGRPOConfig
+    from wordle_rl.training.records import save_config, stack_versions
 
     cfg = _parse_config(WordleGRPOConfig, None, ["--output_dir", str(tmp_path)])
     saved = save_config(cfg, tmp_path, "grpo")
@@ -152,161 +152,43 @@ def test_a_config_saved_under_other_library_versions_names_both(tmp_path):
     assert _parse_config(WordleGRPOConfig, saved, []).output_dir == str(tmp_path)
 
 
-def test_data_sft_wide_games_and_check(tmp_path):
+def test_data_flags_are_the_config_fields_and_bad_values_are_refused(tmp_path):
     splits, out = tmp_path / "splits.json", tmp_path / "sft"
     assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
-    r = runner.invoke(
-        app,
-        [
-            "data",
-            "sft",
-            "--splits",
-            str(splits),
-            "--games",
-            "24",
-            "--no-think",
-            "--wide-share",
-            "0.5",
-            "--out",
-            str(out),
-        ],
-    )
-    assert r.exit_code == 0, r.output
+    args = ["data", "sft", "--splits", str(splits), "--games", "24", "--think", "false"]
+    r = runner.invoke(app, [*args, "--recall_share", "0.5", "--out", str(out)])
+    assert r.exit_code == 0 and "24 games" in r.output, r.output
+    rows = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
+    assert sum(r["split"] == "outside" for r in rows) == 12  # recall games on outside words
     r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
     assert r.exit_code != 0 and "not in the answer list" in r.output
     r = runner.invoke(
         app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits), "--allow-outside"]
     )
-    assert r.exit_code == 0 and "24 rows" in r.output and "outside the answer list" in r.output, (
-        r.output
-    )
+    assert r.exit_code == 0 and "24 rows" in r.output, r.output
+    for bad, msg in [
+        (["--recall_share", "2"], "recall_share must be between 0 and 1"),
+        (["--solver_mix", "oracle:1"], "unknown solver(s) oracle"),
+        (["--gamez", "3"], "gamez"),
+    ]:
+        r = runner.invoke(app, [*args, *bad, "--out", str(tmp_path / "x")])
+        assert r.exit_code != 0 and msg in " ".join(r.output.split()), r.output
     r = runner.invoke(
-        app, ["data", "sft", "--splits", str(splits), "--games", "2", "--wide-share", "2"]
+        app, ["data", "rl", "--splits", str(splits), "--rows", "5", "--depth_mix", "9:1"]
     )
-    assert r.exit_code != 0 and "wide_share must be between 0 and 1" in r.output
+    assert r.exit_code != 0 and "depths must be 0-4" in r.output, r.output
 
 
-def test_data_sft_word_pattern_exercises_and_check(tmp_path):
-    splits, out = tmp_path / "splits.json", tmp_path / "sft"
-    assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
-    r = runner.invoke(
-        app,
-        [
-            "data",
-            "sft",
-            "--splits",
-            str(splits),
-            "--games",
-            "20",
-            "--no-think",
-            "--recall-share",
-            "0",
-            "--lexicon-share",
-            "0.5",
-            "--out",
-            str(out),
-        ],
-    )
-    assert r.exit_code == 0 and "20 games + 10 word-pattern exercises" in r.output, r.output
-    r = runner.invoke(app, ["data", "check", str(out / "sft.jsonl"), "--splits", str(splits)])
-    assert r.exit_code == 0 and "30 rows (10 word-pattern exercises, no target)" in r.output, (
-        r.output
-    )
-    rows = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
-    rows[-1]["lexicon"]["word"] = "zzzzz"
-    (tmp_path / "bad.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
-    r = runner.invoke(app, ["data", "check", str(tmp_path / "bad.jsonl"), "--splits", str(splits)])
-    assert (
-        r.exit_code != 0
-        and "bad.jsonl:30: exercise word 'zzzzz' is not in the answer list" in r.output
-    ), r.output
-    r = runner.invoke(
-        app, ["data", "sft", "--splits", str(splits), "--games", "2", "--lexicon-share", "-1"]
-    )
-    assert r.exit_code != 0 and "lexicon_share must be at least 0" in r.output
+def test_data_help_lists_every_config_field():
+    from dataclasses import fields
 
+    from wordle_rl.data.rl_rows import RlConfig
+    from wordle_rl.data.sft_games import SftConfig
 
-def test_data_split_with_rl_share_then_rl_rows_and_eval_on_it(tmp_path):
-    splits, rl = tmp_path / "splits.json", tmp_path / "rl"
-    r = runner.invoke(app, ["data", "split", "--rl-share", "0.2", "--out", str(splits)])
-    assert r.exit_code == 0 and "train 1481 / rl 370 / val 232 / test 232" in r.output, r.output
-    r = runner.invoke(
-        app,
-        [
-            "data",
-            "rl",
-            "--splits",
-            str(splits),
-            "--split",
-            "rl",
-            "--wide-share",
-            "0",
-            "--rows",
-            "12",
-            "--no-think",
-            "--out",
-            str(rl),
-        ],
-    )
-    assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits)])
-    assert r.exit_code != 0 and "target" in r.output and "rl split" in r.output  # no SFT target
-    r = runner.invoke(
-        app, ["data", "check", str(rl / "rl.jsonl"), "--splits", str(splits), "--split", "rl"]
-    )
-    assert r.exit_code == 0, r.output
-    r = runner.invoke(
-        app,
-        [
-            "eval",
-            "--solver",
-            "entropy",
-            "--splits",
-            str(splits),
-            "--split",
-            "rl",
-            "--limit",
-            "3",
-            "--no-train-sample",
-            "--out",
-            str(tmp_path / "ev"),
-        ],
-    )
-    assert r.exit_code == 0, r.output
-    res = json.loads((tmp_path / "ev" / "results.json").read_text())
-    assert res["split"] == "rl" and res["metrics"]["games"] == 3
-    ev = ["eval", "--solver", "candidate", "--splits", str(splits), "--limit", "3"]
-    r = runner.invoke(app, [*ev, "--force-second", "oracle"])
-    assert r.exit_code != 0 and "--force-second must be one of" in r.output, r.output
-    r = runner.invoke(app, [*ev, "--force-second", "entropy", "--out", str(tmp_path / "f")])
-    assert r.exit_code == 0, r.output
-    res = json.loads((tmp_path / "f" / "results.json").read_text())
-    assert res["policy"] == "solver:candidate+second:entropy" and res["metrics"]["games"] == 3
-    plain = tmp_path / "plain.json"
-    assert runner.invoke(app, ["data", "split", "--out", str(plain)]).exit_code == 0
-    r = runner.invoke(app, ["eval", "--solver", "entropy", "--splits", str(plain), "--split", "rl"])
-    assert r.exit_code != 0 and "the rl split" in r.output and "is empty" in r.output
-    r = runner.invoke(
-        app, ["data", "rl", "--splits", str(plain), "--split", "dev", "--out", str(tmp_path / "x")]
-    )
-    assert r.exit_code != 0 and "unknown split 'dev'" in r.output
-
-
-def test_data_options_say_what_their_config_fields_say():
-    import re
-
-    from wordle_rl.cli_common import field_help
-    from wordle_rl.rl_rows import RlConfig
-    from wordle_rl.sft_games import SftConfig
-
-    def flat(text: str) -> str:
-        return re.sub(r"[\s│]+", " ", text)
-
-    sft = flat(runner.invoke(app, ["data", "sft", "--help"], env={"COLUMNS": "300"}).output)
-    rl = flat(runner.invoke(app, ["data", "rl", "--help"], env={"COLUMNS": "300"}).output)
-    for name in ("games", "recall_share", "protocol", "informative_width", "solver_mix"):
-        assert flat(field_help(SftConfig, name)) in sft, name
-    for name in ("rows", "split", "random_move_share", "wide_share"):
-        assert flat(field_help(RlConfig, name)) in rl, name
-    with pytest.raises(KeyError, match="no field 'nothing'"):
-        field_help(RlConfig, "nothing")
+    for cmd, cls in (("sft", SftConfig), ("rl", RlConfig)):
+        r = runner.invoke(app, ["data", cmd, "--help-config"])
+        assert r.exit_code == 0
+        text = " ".join(r.output.split())
+        for f in fields(cls):
+            assert f"--{f.name}" in text, (cmd, f.name)
+            assert " ".join(f.metadata["help"].split()[:4]) in text, (cmd, f.name)

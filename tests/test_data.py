@@ -2,17 +2,16 @@ import json
 import math
 import re
 
-import numpy as np
 import pytest
 
-from wordle_rl.data import DataError, read_jsonl, stats, validate_rows, write_jsonl
-from wordle_rl.game import candidate_indices, score, str_to_pattern
-from wordle_rl.prompts import Knowledge, PromptStyle
-from wordle_rl.recall import recall_games
-from wordle_rl.rl_rows import RlConfig, generate_rl, parse_depth_mix
-from wordle_rl.sft_games import SftConfig, generate_sft, parse_refused_kinds, parse_solver_mix
-from wordle_rl.solvers import EntropySolver
-from wordle_rl.splits import Splits, check_leakage, make_splits
+from wordle_rl.data.files import DataError, read_jsonl, validate_rows, write_jsonl
+from wordle_rl.data.recall import recall_games
+from wordle_rl.data.rl_rows import RlConfig, generate_rl, parse_depth_mix
+from wordle_rl.data.sft_games import SftConfig, generate_sft, parse_solver_mix
+from wordle_rl.data.splits import Splits, check_leakage, make_splits
+from wordle_rl.data.stats import stats
+from wordle_rl.engine.game import score, str_to_pattern
+from wordle_rl.environment.prompts import Knowledge, PromptStyle
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def splits(words):
 
 @pytest.fixture(scope="module")
 def sft_rows(splits, words):
-    mix = {"entropy": 0.6, "search": 0.2, "candidate": 0.1, "random": 0.1}
+    mix = "entropy:0.6,search:0.2,candidate:0.1,random:0.1"
     return generate_sft(
         splits, SftConfig(games=150, seed=3, solver_mix=mix, think=True, recall_share=0.0), words
     )
@@ -41,31 +40,6 @@ def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
         make_splits(words, fractions=(0.5, 0.5, 0.5))
 
 
-def test_rl_split_is_held_back_from_sft_targets(words, splits, tmp_path):
-    held = make_splits(words, seed=0, rl_share=0.2)
-    # the held-out words do not depend on rl_share
-    assert (held.val, held.test) == (
-        splits.val,
-        splits.test,
-    )
-    assert len(held.rl) == round(0.2 * len(splits.train)) and not set(held.rl) & set(held.train)
-    assert sorted(held.train + held.rl) == splits.train
-    held.save(tmp_path / "s.json")
-    assert Splits.load(tmp_path / "s.json", words) == held
-    assert splits.rl == [] and {held.split_of(w) for w in held.rl} == {"rl"}
-    sft = generate_sft(held, SftConfig(games=300, seed=1, think=False, recall_share=0.0), words)
-    assert not {r["answer"] for r in sft} & set(held.rl)
-    rl = generate_rl(held, RlConfig(rows=40, split="rl", think=False, wide_share=0.0), words)
-    assert {r["split"] for r in rl} == {"rl"} and {r["answer"] for r in rl} <= set(held.rl)
-    assert check_leakage(rl, held, allowed_split=("train", "rl")) == 40
-    with pytest.raises(DataError, match="LEAKAGE: 40 row.*outside the train split"):
-        check_leakage(rl, held)  # an SFT check: an rl word is no SFT target
-    with pytest.raises(DataError, match="split 'rl' is empty.*--rl-share"):
-        generate_rl(splits, RlConfig(rows=4, split="rl", think=True), words)
-    with pytest.raises(DataError, match="unknown split 'dev'"):
-        generate_rl(splits, RlConfig(rows=4, split="dev", think=True), words)
-    with pytest.raises(DataError, match="rl_share"):
-        make_splits(words, rl_share=1.0)
 
 
 def test_sft_targets_only_train_and_leakage_check(splits, sft_rows, words):
@@ -157,35 +131,6 @@ def test_same_seed_same_bytes(splits, words, tmp_path):
     assert json.dumps(r1) == json.dumps(r2)
 
 
-def test_rl_rows(splits, words):
-    rows = generate_rl(
-        splits,
-        RlConfig(
-            rows=300,
-            seed=1,
-            depth_mix={0: 0.2, 2: 0.5, 4: 0.3},
-            random_move_share=0.3,
-            think=True,
-            wide_share=0.0,
-        ),
-        words,
-    )
-    assert all(r["split"] == "train" and splits.split_of(r["answer"]) == "train" for r in rows)
-    depths = stats(rows)["history_depth"]
-    assert set(depths) <= {0, 1, 2, 3, 4} and depths.get(2, 0) > 50
-    for r in rows:
-        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
-        assert all(score(g, r["answer"]) == p for g, p in hist)
-        assert all(g != r["answer"] for g, _ in hist)  # never already solved
-        assert len(r["prompt"]) == 2 + 2 * len(hist) and r["prompt"][-1]["role"] == "user"
-    val = generate_rl(splits, RlConfig(rows=20, split="val", think=True, wide_share=0.0), words)
-    assert all(splits.split_of(r["answer"]) == "val" for r in val)
-    with pytest.raises(DataError, match="depth mix"):
-        parse_depth_mix("0:1,9:1")
-    assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
-    # the config's dict is checked the same way
-    with pytest.raises(DataError, match="depths must be 0-4"):
-        generate_rl(splits, RlConfig(rows=5, depth_mix={7: 1.0}, think=True), words)
 
 
 def test_solver_mix_is_parsed_and_checked(splits, words):
@@ -202,7 +147,7 @@ def test_solver_mix_is_parsed_and_checked(splits, words):
     with pytest.raises(DataError, match="unknown solver"):
         generate_sft(
             splits,
-            SftConfig(games=5, solver_mix={"oracle": 1.0}, think=True, recall_share=0.0),
+            SftConfig(games=5, solver_mix="oracle:1", think=True, recall_share=0.0),
             words,
         )
 
@@ -234,8 +179,8 @@ def _replay(rows, words, think: bool = True) -> list[tuple[dict, str]]:
     answers.
 
     Returns ``(row, error code)`` for each refused move met."""
-    from wordle_rl.env import EnvConfig, WordleEnv
-    from wordle_rl.rewards import RewardContext
+    from wordle_rl.environment.env import EnvConfig, WordleEnv
+    from wordle_rl.environment.rewards import RewardContext
 
     style, ctx = PromptStyle(think=think), RewardContext(words)
     refused = []
@@ -267,54 +212,12 @@ def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
     assert {row["refused_kind"] for row, _ in refused} == {"misspelt"}
 
 
-def test_refused_blends_and_repeats_are_what_a_model_would_write(splits, words):
-    """A blend is a non-word spliced from two answer words that fit the feedback before it (or,
-    where one word fits, from a word at most two letters away); a repeat is an earlier guess; both
-    follow the first feedback."""
-    rows = generate_sft(
-        splits,
-        SftConfig(
-            games=300,
-            seed=5,
-            think=False,
-            refused_share=1.0,
-            refused_kinds=parse_refused_kinds("blend:2,misspelt:1,repeat:1"),
-            recall_share=0.0,
-        ),
-        words,
-    )
-    refused = _replay(rows, words, think=False)
-    kinds = {row["refused_kind"] for row, _ in refused}
-    assert kinds == {"blend", "misspelt", "repeat"}
-    for row, err in refused:
-        k = row["refused_at"]
-        assistant = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
-        bad = re.fullmatch(r"<guess>(.*)</guess>", assistant[k]).group(1)
-        before = [(g, str_to_pattern(p)) for g, p in row["history"][:k]]
-        near = row["history"][k][0]  # the move played after the refusal is another word
-        assert bad != near
-        if row["refused_kind"] == "repeat":
-            assert err == "repeated_guess" and bad in [g for g, _ in before]
-        elif row["refused_kind"] == "blend":
-            assert k >= 1 and err == "not_in_word_list" and len(bad) == 5
-            fits = _candidates(words, before)
-            if len(fits) < 2:
-                fits = [w for w in words.answers if sum(a != b for a, b in zip(w, near)) <= 2]
-            assert any(
-                bad == a[:j] + b[j:] for a in fits + [near] for b in fits for j in range(1, 5)
-            )
-    with pytest.raises(DataError, match="unknown refused-move"):
-        parse_refused_kinds("typo:1")
-    with pytest.raises(DataError, match="refused_share"):
-        generate_sft(
-            splits, SftConfig(games=5, refused_share=1.5, think=True, recall_share=0.0), words
-        )
 
 
 # candidate-solver games alone: every move imitated, no exploration, refusals or recall games
 CANDIDATE_ONLY = dict(
     think=False,
-    solver_mix={"candidate": 1.0},
+    solver_mix="candidate:1",
     random_first_share=0.0,
     random_second_share=0.0,
     refused_share=0.0,
@@ -322,149 +225,12 @@ CANDIDATE_ONLY = dict(
 )
 
 
-def test_balanced_games_even_out_word_exposure_and_stay_consistent(splits, words):
-    # every guess after the opener (all trained here: no exploration, no refusals)
-    def later_guesses(
-        rows,
-    ):
-        counts = {}
-        for r in rows:
-            for g, _ in r["history"][1:]:
-                counts[g] = counts.get(g, 0) + 1
-        return counts
-
-    cfg = dict(games=300, seed=1, **CANDIDATE_ONLY)
-    plain = generate_sft(splits, SftConfig(**cfg), words)
-    balanced = generate_sft(splits, SftConfig(**cfg, balance_share=1.0), words)
-    assert check_leakage(balanced, splits) == len(balanced)
-    assert {r["solver"] for r in balanced} <= {"balanced", "candidate"}
-    for r in balanced:  # every guess after the first fits all feedback so far
-        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
-        for k in range(1, len(hist)):
-            assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
-    held_out = set(splits.val) | set(splits.test)
-    plain_counts, bal_counts = later_guesses(plain), later_guesses(balanced)
-    assert sum(n for w, n in bal_counts.items() if w in held_out) > 1.3 * sum(
-        n for w, n in plain_counts.items() if w in held_out
-    )
-    assert len(bal_counts) > 1.3 * len(plain_counts)  # more different words written
-    assert max(bal_counts.values()) < max(plain_counts.values())
-    with pytest.raises(DataError, match="balance_share"):
-        generate_sft(
-            splits, SftConfig(games=2, balance_share=1.5, think=True, recall_share=0.0), words
-        )
 
 
-def test_informative_second_guesses_are_imitated_best_splitters(splits, words):
-    cfg = dict(games=60, seed=2, **CANDIDATE_ONLY)
-    plain = generate_sft(splits, SftConfig(**cfg), words)
-    rows = generate_sft(splits, SftConfig(**cfg, informative_second_share=1.0), words)
-    narrow = generate_sft(
-        splits, SftConfig(**cfg, informative_second_share=1.0, informative_width=1), words
-    )
-    narrow_second = {r["answer"]: r["history"][1][0] for r in narrow if len(r["history"]) > 1}
-    entropy = EntropySolver(words)
-    outside_answers = 0
-    for r, p in zip(rows, plain):
-        assert r["answer"] == p["answer"] and r["history"][0] == p["history"][0]
-        hist = [(g, str_to_pattern(t)) for g, t in r["history"]]
-        cands = entropy.candidates(hist[:1])
-        if len(hist) < 2 or len(cands) <= 2:
-            continue
-        ranked = np.argsort(-entropy.scores(cands), kind="stable")
-        top = ranked[: SftConfig().informative_width]
-        assert hist[1][0] in {words.allowed[int(i)] for i in top}
-        assert narrow_second[r["answer"]] == words.allowed[int(ranked[0])]
-        assert r["messages"][4].get("train", True)  # imitated, not shown as context only
-        outside_answers += not words.is_answer(hist[1][0])
-        for k in range(2, len(hist)):  # the candidate solver goes on: every later guess fits
-            assert all(score(g, hist[k][0]) == t for g, t in hist[:k])
-    assert outside_answers > 10  # information guesses, not only candidates
-    with pytest.raises(DataError, match="random_second_share \\+ informative_second_share"):
-        generate_sft(splits, SftConfig(games=2, informative_second_share=0.95), words)
-    with pytest.raises(DataError, match="informative_second_share must be"):
-        generate_sft(splits, SftConfig(games=2, informative_second_share=-0.1), words)
-    with pytest.raises(DataError, match="informative_width must be at least 1, got 0"):
-        generate_sft(splits, SftConfig(games=2, informative_width=0), words)
 
 
-def test_wide_games_target_words_outside_the_answer_list_and_fit_feedback(splits, words):
-    rows = generate_sft(
-        splits, SftConfig(games=80, seed=5, think=False, wide_share=0.5, recall_share=0.0), words
-    )
-    wide = [r for r in rows if r["solver"] == "wide"]
-    assert 20 < len(wide) < 60
-    for r in rows:
-        if r["solver"] == "wide":  # never an answer of any split, so never a val or test answer
-            assert (
-                r["split"] == "outside"
-                and words.is_allowed(r["answer"])
-                and not words.is_answer(r["answer"])
-            )
-        else:
-            assert splits.split_of(r["answer"]) == "train"
-    # after the first guess, every guess is an allowed word that fits all feedback so far
-    for r in wide:
-        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
-        for k in range(1, len(hist)):
-            assert all(score(g, hist[k][0]) == p for g, p in hist[:k])
-        assert r["won"] == (hist[-1][0] == r["answer"])
-    assert sum(r["won"] for r in wide) > 0.7 * len(wide)
-    # non-answers are guessed too
-    assert any(not words.is_answer(g) for r in wide for g, _ in r["history"][1:-1])
-    with pytest.raises(DataError, match=r"LEAKAGE: \d+ row"):
-        check_leakage(rows, splits)
-    assert check_leakage(rows, splits, allow_outside=True) == len(rows)
-    with pytest.raises(DataError, match="not in the answer list"):
-        validate_rows(rows, "sft", words)
-    validate_rows(rows, "sft", words, allow_outside=True)
-    with pytest.raises(DataError, match="not in the answer list nor the allowed list"):
-        validate_rows([dict(wide[0], answer="zzzzz")], "sft", words, allow_outside=True)
-    leaked = [dict(wide[0], answer=splits.test[0])]
-    with pytest.raises(DataError, match="test split"):
-        check_leakage(leaked, splits, allow_outside=True)
-    with pytest.raises(DataError, match="wide_share"):
-        generate_sft(
-            splits, SftConfig(games=2, wide_share=-0.1, think=True, recall_share=0.0), words
-        )
 
 
-def test_wide_answers_first_games_guess_fitting_answer_words_while_any_fit(splits, words):
-    """With ``wide_answers_first`` a game on an outside word imitates fitting answer words as long
-    as one fits, so the hard labels agree with the soft letter targets; then the solver over every
-    allowed word finishes it."""
-    rows = generate_sft(
-        splits,
-        SftConfig(
-            games=120,
-            seed=2,
-            think=False,
-            wide_share=0.5,
-            wide_answers_first=True,
-            random_first_share=0.0,
-            random_second_share=0.0,
-            recall_share=0.0,
-        ),
-        words,
-    )
-    wide = [r for r in rows if r["solver"] == "wide"]
-    assert len(wide) > 30
-    answer_guesses = outside_guesses = 0
-    for r in wide:
-        assert r["split"] == "outside" and not words.is_answer(r["answer"])
-        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
-        for k in range(1, len(hist)):
-            fits_any_answer = len(candidate_indices(words, hist[:k])) > 0
-            guess = hist[k][0]
-            # always a word that fits the feedback
-            assert all(score(g, guess) == p for g, p in hist[:k])
-            if fits_any_answer:
-                assert words.is_answer(guess)
-                answer_guesses += 1
-            elif guess != r["answer"]:
-                outside_guesses += 1
-    assert answer_guesses > 20 and outside_guesses > 0
-    assert sum(r["won"] for r in wide) > 0.6 * len(wide)
 
 
 def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
@@ -501,10 +267,10 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
 
 
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):
-    from wordle_rl.env import WordleEnv
-    from wordle_rl.grpo import load_rl_rows
+    from wordle_rl.environment.env import WordleEnv
+    from wordle_rl.training.grpo import load_rl_rows
 
-    cfg = RlConfig(rows=60, seed=3, think=False, wide_share=0.5, depth_mix={0: 0.3, 2: 0.7})
+    cfg = RlConfig(rows=60, seed=3, think=False, wide_share=0.5, depth_mix="0:0.3,2:0.7")
     rows = generate_rl(splits, cfg, words)
     wide = [r for r in rows if r["split"] == "outside"]
     assert 15 < len(wide) < 45
@@ -532,3 +298,31 @@ def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, w
     assert step.done and env.won and step.info["components"]["win"] > 0
     with pytest.raises(DataError, match="wide_share"):
         generate_rl(splits, RlConfig(rows=2, wide_share=1.5, think=True), words)
+
+
+def test_rl_rows(splits, words):
+    rows = generate_rl(
+        splits,
+        RlConfig(
+            rows=300,
+            seed=1,
+            depth_mix="0:0.2,2:0.5,4:0.3",
+            random_move_share=0.3,
+            think=True,
+            wide_share=0.0,
+        ),
+        words,
+    )
+    assert all(r["split"] == "train" and splits.split_of(r["answer"]) == "train" for r in rows)
+    depths = stats(rows)["history_depth"]
+    assert set(depths) <= {0, 1, 2, 3, 4} and depths.get(2, 0) > 50
+    for r in rows:
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        assert all(score(g, r["answer"]) == p for g, p in hist)
+        assert all(g != r["answer"] for g, _ in hist)  # never already solved
+        assert len(r["prompt"]) == 2 + 2 * len(hist) and r["prompt"][-1]["role"] == "user"
+    with pytest.raises(DataError, match="depth mix"):
+        parse_depth_mix("0:1,9:1")
+    assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
+    with pytest.raises(DataError, match="depths must be 0-4"):
+        generate_rl(splits, RlConfig(rows=5, depth_mix="7:1", think=True), words)

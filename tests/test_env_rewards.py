@@ -5,11 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordle_rl.env import EnvConfig, WordleEnv
-from wordle_rl.game import score
-from wordle_rl.prompts import PromptStyle
-from wordle_rl.reward_funcs import RewardCurriculum, make_reward_funcs
-from wordle_rl.rewards import (
+from wordle_rl.engine.game import play_game, score
+from wordle_rl.engine.solvers import EntropySolver
+from wordle_rl.environment.env import EnvConfig, WordleEnv
+from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.environment.reward_funcs import make_reward_funcs
+from wordle_rl.environment.rewards import (
     COMPONENTS,
     PRESETS,
     RANGES,
@@ -17,8 +18,8 @@ from wordle_rl.rewards import (
     RewardWeights,
     combine,
     episode_components,
+    game_return,
 )
-from wordle_rl.solvers import EntropySolver, play_game
 
 NT = PromptStyle("xml", think=False)
 
@@ -33,8 +34,7 @@ def _env(ctx, seed=0, style=NT, **kw):
 
 
 def _all_weights():
-    cur = RewardCurriculum("format", "strategy", steps=10)
-    return list(PRESETS.values()) + [cur.weights(step=s) for s in range(11)]
+    return list(PRESETS.values())
 
 
 def test_full_game_and_secret_hidden(ctx):
@@ -244,16 +244,6 @@ def test_component_values(words, ctx):
     assert funcs["win_reward"](texts[:2], episode_win=[1.2, 0.0]) == [1.2, 0.0]
 
 
-def test_curriculum_by_compliance():
-    cur = RewardCurriculum(
-        "format", "strategy", mode="compliance", compliance_low=0.5, compliance_high=0.9
-    )
-    assert cur.weights(compliance=0.1) == PRESETS["format"]
-    assert cur.weights(compliance=0.95) == PRESETS["strategy"]
-    mid = cur.weights(compliance=0.7)
-    assert PRESETS["strategy"].format < mid.format < PRESETS["format"].format
-    with pytest.raises(ValueError, match="mode"):
-        RewardCurriculum(mode="sometimes")
 
 
 def test_real_games_won_beat_lost(ctx):
@@ -280,3 +270,43 @@ def test_real_games_won_beat_lost(ctx):
         (won if s.info["won"] else lost).append(s.info["episode_reward"])
     assert won and lost
     assert min(won) > max(lost)
+
+
+GAME_MOVES = st.lists(
+    st.sampled_from(["crane", "slate", "moist", "pious", "abbey", "xxxxx", "<guess>", "nymph"]),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _play_moves(answer: str, moves: list[str]) -> tuple[bool, int]:
+    """A real game in the environment: (won, turns used); refused moves cost their turn."""
+    env = WordleEnv(EnvConfig())
+    env.reset(answer=answer)
+    for m in moves:
+        if env.done:
+            break
+        env.step(f"<guess>{m}</guess>")
+    while not env.done:  # lose the rest of the game on refused moves
+        env.step("no guess")
+    return env.won, env.turns_used
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["pious", "abbey", "nymph"]),
+    GAME_MOVES,
+    st.sampled_from(["pious", "abbey", "nymph"]),
+    GAME_MOVES,
+)
+def test_game_return_orders_outcomes_strictly(answer_a, moves_a, answer_b, moves_b):
+    a, b = _play_moves(answer_a, moves_a), _play_moves(answer_b, moves_b)
+    ra, rb = (game_return(won, turns, 6) for won, turns in (a, b))
+    if a[0] and not b[0]:
+        assert ra > rb  # every win beats every loss
+    if a[0] and b[0] and a[1] < b[1]:
+        assert ra > rb  # a win in k turns beats every win in k + 1 (refused moves count as turns)
+    if a == b:
+        assert ra == rb
+    with pytest.raises(ValueError, match="turns must be 1-6"):
+        game_return(False, 7)

@@ -3,14 +3,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wordle_rl.game import (
+from wordle_rl.engine.game import (
     Game,
     InvalidGuess,
-    build_pattern_matrix,
     candidate_indices,
     consistent_with,
     hard_mode_violation,
-    pattern_matrix,
     pattern_to_emoji,
     pattern_to_str,
     pattern_to_tiles,
@@ -19,7 +17,8 @@ from wordle_rl.game import (
     str_to_pattern,
     win_pattern,
 )
-from wordle_rl.words import encode_words, load_word_lists
+from wordle_rl.engine.matrix import build_pattern_matrix, pattern_matrix
+from wordle_rl.engine.words import encode_words, load_word_lists
 
 CASES = [
     ("speed", "abide", "XXYXY"),
@@ -112,7 +111,7 @@ def test_matrix_on_repeated_letter_words():
 
 
 def test_matrix_cache_round_trip(words, matrix):
-    from wordle_rl.game import cache_dir, clear_matrix_memo
+    from wordle_rl.engine.matrix import cache_dir, clear_matrix_memo
 
     clear_matrix_memo()
     pattern_matrix(words)

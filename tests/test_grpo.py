@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
-from wordle_rl.models import load_model
-from wordle_rl.rollout import WordleRollout
-from wordle_rl.splits import make_splits
+from wordle_rl.data.splits import make_splits
+from wordle_rl.models.embedded import load_model
+from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
+from wordle_rl.training.rollout import WordleRollout
 
 
 def test_num_generations_below_two_is_refused():
@@ -249,8 +249,6 @@ def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
         save_steps=2,
         disable_tqdm=True,
         reward_preset="format",
-        curriculum="step",
-        curriculum_steps=2,
         rollout="game",
     )
     run_grpo(cfg)
@@ -262,45 +260,6 @@ def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
     assert (out / "checkpoint-2").is_dir() and (out / "wordle_rl_grpo_config.json").is_file()
 
 
-def test_depth_curriculum_starts_deep_and_fades_out(trained_micro):
-    root, _ = trained_micro
-    from wordle_rl.models import build_tokenizer
-
-    rows = load_rl_rows(root / "rl")
-    cfg = WordleGRPOConfig(
-        sft_coef=0.0,
-        eval_val_every=0,
-        output_dir=str(root / "d"),
-        num_generations=2,
-        per_device_train_batch_size=8,
-        depth_curriculum_steps=10,
-    )
-    ro = WordleRollout(cfg, rows, build_tokenizer())
-    shallow = [k for k, r in enumerate(rows) if not r["history"]]
-    ids = [
-        shallow[0],
-        shallow[0],
-        shallow[1],
-        shallow[1],
-        shallow[2],
-        shallow[2],
-        shallow[3],
-        shallow[3],
-    ]
-    first = ro.depth_curriculum(ids, step=0)
-    assert all(len(rows[r]["history"]) >= 2 for r in first)
-    assert all(first[k] == first[k + 1] for k in range(0, 8, 2))  # a group stays one prompt
-    assert ro.depth_curriculum(ids, step=10) == ids
-    assert (
-        WordleRollout(
-            WordleGRPOConfig(
-                sft_coef=0.0, eval_val_every=0, output_dir=str(root / "d"), num_generations=2
-            ),
-            rows,
-            build_tokenizer(),
-        ).depth_curriculum(ids, step=0)
-        == ids
-    )
 
 
 def test_sft_loss_config_is_checked():
@@ -308,8 +267,6 @@ def test_sft_loss_config_is_checked():
         WordleGRPOConfig(output_dir="unused", sft_data=None)
     with pytest.raises(ValueError, match="must be >= 0"):
         WordleGRPOConfig(output_dir="unused", sft_coef=-1.0)
-    with pytest.raises(ValueError, match="sft_coef_final needs sft_coef > 0"):
-        WordleGRPOConfig(output_dir="unused", sft_coef=0.0, sft_coef_final=0.5)
     with pytest.raises(ValueError, match="else nothing trains"):
         WordleGRPOConfig(output_dir="unused", sft_coef=0.0, rl_coef=0.0)
     off = WordleGRPOConfig(output_dir="unused", sft_coef=0.0)  # the SFT games are then unused
@@ -317,8 +274,8 @@ def test_sft_loss_config_is_checked():
 
 
 def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(trained_micro):
-    from wordle_rl.sft import WordleSFTConfig, WordleSFTTrainer
-    from wordle_rl.soft_targets import SftBatches, load_sft_dataset
+    from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer
+    from wordle_rl.training.soft_targets import SftBatches, load_sft_dataset
 
     root, model_path = trained_micro
     model, tok = load_model(str(model_path))
@@ -362,8 +319,8 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(traine
 
 
 def test_sft_batches_refuse_games_on_held_out_answers(trained_micro, tmp_path, words):
-    from wordle_rl.data import DataError, read_jsonl, write_jsonl
-    from wordle_rl.soft_targets import SftBatches
+    from wordle_rl.data.files import DataError, read_jsonl, write_jsonl
+    from wordle_rl.training.soft_targets import SftBatches
 
     root, model_path = trained_micro
     rows = read_jsonl(root / "sft" / "sft.jsonl")
@@ -399,7 +356,6 @@ def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
         disable_tqdm=True,
         sft_data=str(root / "sft"),
         sft_coef=1.0,
-        sft_coef_final=0.2,
         sft_batch_size=4,
     )
     run_grpo(cfg)
@@ -407,14 +363,12 @@ def test_grpo_with_the_sft_loss_logs_it_and_trains(trained_micro):
     assert len(log) == 2 and all(
         0 < e["sft/hard_loss"] < 20 and 0 < e["sft/soft_loss"] < 20 for e in log
     )
-    # annealed linearly towards 0.2 at step 2
-    assert [e["sft/coef"] for e in log] == pytest.approx([1.0, 0.6])
     saved = json.loads((out / "wordle_rl_grpo_config.json").read_text())
     assert saved["sft_coef"] == 1.0 and saved["sft_data"] == str(root / "sft")
 
 
 def test_sft_batches_need_a_template_that_marks_assistant_turns(trained_micro):
-    from wordle_rl.soft_targets import SftBatches
+    from wordle_rl.training.soft_targets import SftBatches
 
     root, model_path = trained_micro
     tok = load_model(str(model_path))[1]

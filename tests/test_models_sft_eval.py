@@ -7,24 +7,22 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from wordle_rl.cli import app
-from wordle_rl.data import save_dataset
-from wordle_rl.decoding import GuessConstraint, guess_prefixes
-from wordle_rl.evaluate import (
+from wordle_rl.cli.main import app
+from wordle_rl.data.files import save_dataset
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
+from wordle_rl.engine.solvers import EntropySolver
+from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.evaluation.decoding import GuessConstraint, guess_prefixes
+from wordle_rl.evaluation.evaluate import (
     EvalConfig,
-    ForcedSecondPolicy,
     ModelPolicy,
     SolverPolicy,
     metrics,
     run_eval,
     wilson,
 )
-from wordle_rl.game import score
-from wordle_rl.models import build_tokenizer, load_model
-from wordle_rl.prompts import PromptStyle
-from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.solvers import CandidateSolver, EntropySolver
-from wordle_rl.splits import make_splits
+from wordle_rl.models.embedded import build_tokenizer, load_model
 
 NT = PromptStyle("xml", think=False)
 
@@ -39,7 +37,7 @@ def sft_data(tmp_path_factory, words):
             seed=0,
             style="xml",
             think=False,
-            solver_mix={"entropy": 1.0},
+            solver_mix="entropy:1",
             recall_share=0.0,
         ),
         words,
@@ -92,7 +90,7 @@ def test_chat_template_masks_assistant_and_skips_untrained_turns(micro, sft_data
 
 
 def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
-    from wordle_rl.sft import WordleSFTConfig, run_sft
+    from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
     data, _, _ = sft_data
     before = {k: v.clone() for k, v in load_model(str(micro))[0].state_dict().items()}
@@ -124,7 +122,7 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
         app, ["eval", "--model", str(out), "--split", "test", "--style", "tiles"]
     )
     assert r.exit_code != 0 and "trained on 'xml' prompts" in r.output and "--style xml" in r.output
-    r = CliRunner().invoke(app, ["eval", "--model", str(out), "--style", "xml", "--think"])
+    r = CliRunner().invoke(app, ["eval", "--model", str(out), "--style", "xml", "--think", "true"])
     assert r.exit_code != 0 and "think=False" in r.output
     # without --style it is prompted in the style its folder records
     split_file = tmp_path / "splits.json"
@@ -137,7 +135,7 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
     played = json.loads((tmp_path / "results.json").read_text())
     assert (played["config"]["style"], played["config"]["think"]) == ("xml", False)
     # and so does the GRPO stage, unless a style is given
-    from wordle_rl.grpo_config import WordleGRPOConfig
+    from wordle_rl.training.grpo_config import WordleGRPOConfig
 
     grpo = WordleGRPOConfig(model=str(out), output_dir=str(tmp_path / "g"))
     assert (grpo.style, grpo.think) == ("xml", False)
@@ -177,7 +175,7 @@ def test_sft_lowers_loss_changes_weights_and_resumes(micro, sft_data, tmp_path):
 
 
 def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
-    from wordle_rl.sft import WordleSFTConfig, run_sft
+    from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
     data, _, _ = sft_data
     cfg = WordleSFTConfig(
@@ -188,7 +186,7 @@ def test_resume_without_checkpoint_is_an_error(micro, sft_data, tmp_path):
 
 
 def test_sft_with_splits_refuses_a_game_on_a_test_answer_before_training(micro, sft_data, tmp_path):
-    from wordle_rl.data import read_jsonl, write_jsonl
+    from wordle_rl.data.files import read_jsonl, write_jsonl
 
     data, splits, _ = sft_data
     splits.save(tmp_path / "splits.json")
@@ -249,34 +247,6 @@ def test_solver_policy_metrics(words, sft_data):
     assert metrics([{"won": True, "turns": 1, "moves": []}])["win_rate"] == 1.0
 
 
-def test_forced_second_move_is_the_solvers_and_every_other_move_the_policys(
-    words, sft_data, tmp_path
-):
-    _, splits, _ = sft_data
-    answers = splits.test[:12]
-    inner = SolverPolicy(CandidateSolver(words), NT)
-    cfg = EvalConfig(train_sample=False, force_second="entropy")
-    forced = ForcedSecondPolicy(inner, EntropySolver(words), NT)
-    res = run_eval(forced, answers, cfg, tmp_path / "ev", words)
-    free = run_eval(inner, answers, EvalConfig(train_sample=False), None, words)
-    assert res["policy"] == "solver:candidate+second:entropy"
-    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
-    assert saved["config"]["force_second"] == "entropy" and res["metrics"]["win_rate"] == 1.0
-    games = [json.loads(x) for x in (tmp_path / "ev" / "games.jsonl").read_text().splitlines()]
-    teacher, informative = CandidateSolver(words), EntropySolver(words)
-    first, changed = teacher.opener(), 0
-    for g in games:
-        guesses = [m["guess"] for m in g["moves"]]
-        assert guesses[0] == first
-        if len(guesses) > 1:
-            hist = [(first, score(first, g["answer"]))]
-            assert guesses[1] == informative.guess(hist)
-            changed += guesses[1] != teacher.guess(hist)
-        for k in range(2, len(guesses)):  # the teacher again: each later move fits all feedback
-            assert all(score(w, guesses[k]) == score(w, g["answer"]) for w in guesses[:k])
-    assert changed > 0 and res["metrics"] != free["metrics"]
-    with pytest.raises(ValueError, match="--force-second must be one of"):
-        EvalConfig(force_second="oracle")
 
 
 def test_wilson_interval():
@@ -307,8 +277,8 @@ def test_guess_constraint_allows_only_continuations():
 
 
 def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works(tmp_path, recwarn):
-    from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.sft import WordleSFTConfig
+    from wordle_rl.training.grpo import WordleGRPOConfig
+    from wordle_rl.training.sft import WordleSFTConfig
 
     for cls in (WordleSFTConfig, WordleGRPOConfig):
         off = cls(output_dir=str(tmp_path / cls.__name__))
@@ -322,8 +292,8 @@ def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works
 
 
 def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
-    from wordle_rl.models import cpu_has_native_bf16
-    from wordle_rl.sft import WordleSFTConfig
+    from wordle_rl.models.embedded import cpu_has_native_bf16
+    from wordle_rl.training.sft import WordleSFTConfig
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
@@ -344,7 +314,7 @@ def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
 
 
 def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp_path):
-    from wordle_rl.sft import WordleSFTConfig, run_sft
+    from wordle_rl.training.sft import WordleSFTConfig, run_sft
 
     data, _, _ = sft_data
     with pytest.raises(ValueError, match="needs lr_scheduler_type='cosine'"):

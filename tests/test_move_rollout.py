@@ -7,15 +7,15 @@ import re
 import pytest
 import torch
 
-from wordle_rl.audit import TrainingIndex, state_key
-from wordle_rl.game import consistent_with, pattern_to_str, score
-from wordle_rl.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
-from wordle_rl.models import load_model
-from wordle_rl.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
-from wordle_rl.parser import parse
-from wordle_rl.rewards import as_history
-from wordle_rl.rollout import ROW_KEY
-from wordle_rl.splits import Splits
+from wordle_rl.data.splits import Splits
+from wordle_rl.engine.game import consistent_with, pattern_to_str, score
+from wordle_rl.environment.parser import parse
+from wordle_rl.environment.rewards import as_history
+from wordle_rl.evaluation.audit import TrainingIndex, state_key
+from wordle_rl.models.embedded import load_model
+from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
+from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
+from wordle_rl.training.rollout import ROW_KEY
 
 
 def _cfg(root, **kw):
@@ -114,7 +114,6 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         root,
         model_path,
         out,
-        moves_from="greedy",
         sft_data=str(root / "sft"),
         sft_coef=0.5,
         sft_batch_size=4,
@@ -125,134 +124,14 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
     assert all("wordle/fits_rate" in e and "rewards/fits_reward/mean" in e for e in log)
     after = load_model(str(out))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
-    with pytest.raises(ValueError, match="takes no reward curriculum"):
-        WordleGRPOConfig(output_dir="unused", rollout="moves", curriculum="step")
-    with pytest.raises(ValueError, match="moves_from must be one of"):
-        WordleGRPOConfig(output_dir="unused", rollout="moves", moves_from="beam")
-
-
-def test_negative_advantages_only_push_moves_down(trained_micro):
-    """advantage_sign="negative": the trainer's advantages are GRPO's with every positive one set to
-    0, whatever the rollout (here whole games, whose rewards differ within groups)."""
-    from transformers import TrainerCallback
-
-    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
-        trainer, seen = None, []
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1) * 3]
-            torch.manual_seed(1)
-            out = self.trainer._generate_and_score_completions(batch)
-            self.seen.append(out["advantages"])
-            return control
-
-    root, model_path = trained_micro
-    probe = Probe()
-    cfg = _cfg(
-        root,
-        model=str(model_path),
-        data=str(root / "rl"),
-        output_dir=str(root / "run-negative"),
-        max_steps=1,
-        threads=1,
-        save_steps=1,
-        disable_tqdm=True,
-        rollout="game",
-        max_turn_tokens=8,
-        advantage_sign="negative",
-    )
-    run_grpo(cfg, callbacks=[probe])
-    advantages = probe.seen[0]
-    assert advantages.shape == (24,) and (advantages <= 0).all() and (advantages < 0).any()
-    with pytest.raises(ValueError, match="advantage_sign must be both or negative"):
-        WordleGRPOConfig(output_dir="unused", advantage_sign="positive")
-
-
-def test_letter_credit_blames_the_letter_that_breaks_the_word(trained_micro):
-    """credit="letter": letter j's advantage is 1 (the word so far can still become a fitting answer
-    word) or 0, minus the sampling probability of the letters that keep it so, computed here
-    independently of the rollout (the model's own forward pass, fitting words by re-scoring)."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    ro = MoveRollout(_cfg(root, credit="letter"), load_rl_rows(root / "rl"), tok)
-    state = [["crane", "XXGXG"]]
-    hist = as_history(state)
-    fitting = [w for w in ro.ctx.words.answers if consistent_with(hist, w)]
-    prefix = tok.apply_chat_template(
-        [{"role": "user", "content": "CRANE"}], add_generation_prompt=True, tokenize=True
-    )
-    prefix = list(prefix["input_ids"] if hasattr(prefix, "keys") else prefix)
-    words = ("shake", "ahake", "snake", "craze")
-    moves = [tok(f"<guess>{w}</guess>", add_special_tokens=False)["input_ids"] for w in words]
-    moves.append(tok("shake", add_special_tokens=False)["input_ids"])  # no guess tag
-    credit = ro.letter_credit(model, [prefix] * 5, moves, [state] * 5)
-    assert credit[4] is None
-    letters = tok.convert_tokens_to_ids(list("abcdefghijklmnopqrstuvwxyz"))
-    for word, move, c in zip(words, moves, credit):
-        assert len(c) == len(move)
-        with torch.no_grad():
-            ids = torch.tensor([prefix + move], device=model.device)
-            logits = model(input_ids=ids).logits[0].float()
-        probs = (logits / ro.cfg.temperature).softmax(-1)
-        expected = [0.0] * len(move)
-        for j in range(5):
-            keep = {w[j] for w in fitting if w[:j] == word[:j]}
-            if not keep:
-                break
-            p = probs[len(prefix) + j, [letters[ord(k) - 97] for k in keep]].sum().item()
-            expected[1 + j] = float(word[j] in keep) - p
-            if word[j] not in keep:
-                break
-        assert c == pytest.approx(expected, abs=1e-5), word
-    assert all(x >= 0 for x in credit[0]) and credit[0][1] > 0  # a fitting word: no blame
-    assert credit[1][2] < 0 and credit[1][3:] == [0.0] * (len(moves[1]) - 3)  # a-H-ake
-    assert credit[2][2] < 0  # s-N-ake: the feedback ruled N out
-    assert credit[3][1] < 0 and credit[3][2:] == [0.0] * (len(moves[3]) - 2)  # C is ruled out
-    assert credit[0][0] == credit[0][-1] == 0.0  # the tags are never credited
-    # the trainer's (B, T) advantages: letter credit where there is some, else the move's own
-    ro.last_credit = credit
-    adv = ro.token_advantages(torch.tensor([0.5, -0.5, 0.1, 0.2, -0.25]), width=9)
-    assert adv.shape == (5, 9)
-    assert adv[0, : len(moves[0])].tolist() == pytest.approx(credit[0])
-    assert (adv[4] == -0.25).all()
-    with pytest.raises(ValueError, match="the trainer's batch is not the rollout's"):
-        ro.token_advantages(torch.zeros(3), width=9)
-    with pytest.raises(ValueError, match="credit='letter' scores single moves"):
-        WordleGRPOConfig(output_dir="unused", rollout="game", credit="letter")
     with pytest.raises(ValueError, match="credit must be one of"):
-        WordleGRPOConfig(output_dir="unused", credit="token")
+        WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
-def test_grpo_with_letter_credit_trains_on_per_token_advantages(trained_micro):
-    from transformers import TrainerCallback
 
-    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
-        trainer, seen = None, []
 
-        def on_train_begin(self, args, state, control, **kwargs):
-            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1)]
-            torch.manual_seed(1)
-            self.seen.append(self.trainer._generate_and_score_completions(batch))
-            return control
 
-    root, model_path = trained_micro
-    before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
-    out, probe = root / "run-letters", Probe()
-    cfg = _train_cfg(root, model_path, out, credit="letter")
-    run_grpo(cfg, callbacks=[probe])
-    batch = probe.seen[0]
-    adv, ids = batch["advantages"], batch["completion_ids"]
-    assert adv.shape == ids.shape and (adv != 0).any()
-    tag = probe.trainer.rollout_func._letter_table()[0]
-    for row, a in zip(ids.tolist(), adv.tolist()):
-        if tag in row:  # only letters after the guess tag carry credit, each in [-1, 1]
-            start = row.index(tag) + 1
-            assert all(x == 0 for x in a[:start] + a[start + 5 :])
-            assert all(-1 <= x <= 1 for x in a)
-    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
-    assert len(log) == 2 and all("wordle/letter_blame" in e for e in log)
-    after = load_model(str(out))[0].state_dict()
-    assert any(not torch.equal(before[k], after[k]) for k in before)
+
 
 
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wordle_rl.server import GuardMiddleware, ServerConfig, ServerThread
+from wordle_rl.environment.server import GuardMiddleware, ServerConfig, ServerThread
 
 ROOT = Path(__file__).resolve().parents[1]
 

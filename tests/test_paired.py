@@ -7,9 +7,9 @@ import pytest
 from scipy.stats import binomtest, wilcoxon
 from typer.testing import CliRunner
 
-from wordle_rl.cli import app
-from wordle_rl.paired import paired_comparison, read_games
-from wordle_rl.splits import make_splits
+from wordle_rl.cli.main import app
+from wordle_rl.data.splits import make_splits
+from wordle_rl.evaluation.stats import paired_comparison, read_games
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordle_rl.game import GREEN, GREY, pattern_to_tiles, score
-from wordle_rl.parser import ERROR_CODES, parse
-from wordle_rl.prompts import (
+from wordle_rl.engine.game import score
+from wordle_rl.environment.parser import ERROR_CODES, parse
+from wordle_rl.environment.prompts import (
     STYLES,
     Knowledge,
     PromptStyle,
     detect_style,
     format_answer,
-    known_line,
     render_conversation,
 )
 
@@ -113,48 +112,8 @@ def test_tiles_feedback_pairs_each_letter_with_its_mark():
     assert format_answer(tiles, "speed") == "<guess>speed</guess>"  # answers as in the xml style
 
 
-def test_tiles_known_adds_the_summary_line():
-    style = PromptStyle("tiles-known", think=False)
-    hist = [("fetid", score("fetid", "deity")), ("tides", score("tides", "deity"))]
-    msgs = render_conversation(style, hist)
-    assert (
-        msgs[-3]["content"]
-        == "F:X E:G T:Y I:Y D:Y\n_E:G___ D:Y I:Y T:Y F:X\nYou have 5 guesses left."
-    )
-    assert (
-        msgs[-1]["content"]
-        == "T:Y I:Y D:Y E:Y S:X\n_E:G___ D:Y I:Y T:Y F:X S:X\nYou have 4 guesses left."
-    )
-    # the same system prompt
-    assert msgs[0] == render_conversation(PromptStyle("tiles", think=False), hist)[0]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.randoms(use_true_random=False))
-def test_known_line_is_true_and_complete(words, rnd: random.Random):
-    """Every fact of the line holds for the answer, and every green and every letter proven absent
-    is in it."""
-    answer = rnd.choice(words.answers)
-    hist = [(g, score(g, answer)) for g in rnd.sample(words.allowed, rnd.randint(1, 5))]
-    placed, *rest = known_line(hist).split(" ")
-    slots = []
-    while placed:
-        slots.append(None if placed[0] == "_" else placed[0].lower())
-        placed = placed[1 if placed[0] == "_" else 3 :]
-    assert len(slots) == 5
-    assert all(c is None or answer[i] == c for i, c in enumerate(slots))
-    elsewhere = [t[0].lower() for t in rest if t.endswith(":Y")]
-    absent = {t[0].lower() for t in rest if t.endswith(":X")}
-    for c in set(elsewhere):
-        assert answer.count(c) >= elsewhere.count(c) + slots.count(c)
-    assert not absent & set(answer)
-    for g, p in hist:
-        tiles = pattern_to_tiles(p)
-        assert all(slots[i] == c for i, (c, t) in enumerate(zip(g, tiles)) if t == GREEN)
-        nowhere = {c for c, t in zip(g, tiles) if t == GREY} - {
-            c for h, q in hist for c, t in zip(h, pattern_to_tiles(q)) if t != GREY
-        }
-        assert nowhere <= absent
 
 
 def test_brackets_feedback_textarena_form():

@@ -7,9 +7,9 @@ import re
 import pytest
 from rich.console import Console
 
-from wordle_rl.config import ConfigError, load_config
-from wordle_rl.pipeline import STAGES, run_pipeline
-from wordle_rl.recall_probe import recall_states
+from wordle_rl.evaluation.recall_probe import recall_states
+from wordle_rl.pipeline.config import ConfigError, load_config
+from wordle_rl.pipeline.runner import STAGES, run_pipeline
 
 
 def test_presets_and_config_errors(tmp_path):
@@ -19,17 +19,15 @@ def test_presets_and_config_errors(tmp_path):
     f = tmp_path / "exp.toml"
     f.write_text('preset = "quick"\nseed = 3\n[sft]\nmax_steps = 5\n')
     cfg = load_config(str(f))
-    assert (
-        cfg.seed == 3 and cfg.sft.max_steps == 5 and cfg.name == "exp" and cfg.data.sft_games == 600
-    )
+    assert cfg.seed == 3 and cfg.sft.settings["max_steps"] == 5 and cfg.name == "exp"
+    assert cfg.data.sft == {"games": 600} and cfg.sft.settings["learning_rate"] == 1e-2
     for text, msg in [
         ("[sft]\nmax_stepz = 5\n", "unknown key 'max_stepz'"),
-        ('[sft]\nmax_steps = "many"\n', "expected a number"),
-        ("[grpo]\nnum_generations = 1\n", "at least 2"),
+        ('[sft]\nmax_steps = "many"\n', "sft.max_steps: expected a number"),
+        ("[sft]\nseed = 5\n", "sft.seed: set by the pipeline; use the top-level seed"),
         ('[data]\nstyle = "yaml"\n', "data.style"),
-        ("[data]\nrl_share = 1.5\n", "data.rl_share: at least 0 and below 1"),
-        ("[data]\nsft_lexicon_share = -0.5\n", "data.sft_lexicon_share: must be >= 0, got -0.5"),
-        ('[data]\nsft_refused_kinds = "typo:1"\n', "data.sft_refused_kinds: bad refused-move mix"),
+        ("[data.sft]\nrecall_share = -0.5\n", "data.sft.recall_share: must be >= 0, got -0.5"),
+        ("[data.rl]\nrowz = 5\n", "data.rl: unknown key 'rowz'"),
         ("threads = -1\n", ">= 0"),
         ('preset = "huge"\n', "unknown preset"),
         ('[eval]\ndecodes = ["greedy"]\n', "eval.decodes"),
@@ -38,18 +36,29 @@ def test_presets_and_config_errors(tmp_path):
         f.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(msg)):
             load_config(str(f))
+    # values that only the stage's own config refuses stop the job before its first stage
+    for text, msg in [
+        ('preset = "quick"\n[grpo]\nnum_generations = 1\n', "at least 2"),
+        ('preset = "quick"\n[data.sft]\nsolver_mix = "typo:1"\n', "bad solver mix"),
+        ('preset = "quick"\n[grpo]\nper_device_train_batch_size = 6\n', "divisible by"),
+    ]:
+        f.write_text(text)
+        out = tmp_path / "bad"
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            run_pipeline(load_config(str(f)), out, Console(file=open(tmp_path / "l.txt", "w")))
+        assert not (out / "config.json").exists() and not (out / "data").exists()
     with pytest.raises(ConfigError, match="neither a preset"):
         load_config(str(tmp_path / "missing.toml"))
 
 
 def test_gpu_preset_without_cuda_or_vllm_stops_before_any_stage(tmp_path):
-    from wordle_rl.grpo import vllm_missing
+    from wordle_rl.training.grpo import vllm_missing
 
     if vllm_missing() is None:
         pytest.skip("this machine can run vLLM rollouts")
     cfg = load_config("gpu-qwen3")
-    assert cfg.grpo.use_vllm
-    with pytest.raises(ConfigError, match=r"grpo.use_vllm: use_vllm needs a CUDA GPU"):
+    assert cfg.grpo.settings["use_vllm"]
+    with pytest.raises(ConfigError, match=r"use_vllm needs a CUDA GPU"):
         run_pipeline(cfg, tmp_path / "run", Console(file=open(tmp_path / "log.txt", "w")))
     assert not (tmp_path / "run" / "data").exists() and not (tmp_path / "run" / "sft").exists()
 
@@ -146,7 +155,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
         "sft",
         "grpo",
     ):
-        max_steps = getattr(load_config("quick"), stage).max_steps
+        max_steps = getattr(load_config("quick"), stage).settings["max_steps"]
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
         done = max(e["step"] for e in log)
         row = next(line for line in text.splitlines() if line.startswith(f"| {stage} | "))
@@ -182,44 +191,17 @@ def test_quick_pipeline_end_to_end(tmp_path):
     assert (out / "markers" / "grpo.json").is_file()
 
 
-def test_data_stage_with_an_rl_split_keeps_its_words_out_of_sft(tmp_path):
-    from wordle_rl.data import read_jsonl
-    from wordle_rl.pipeline import Runner
-    from wordle_rl.splits import Splits
-    from wordle_rl.words import load_word_lists
-
-    cfg = load_config("quick")
-    cfg.data.rl_share = 0.2
-    cfg.data.rl_wide_share = 0.0  # rows on the held-back words, not on outside words
-    out = tmp_path / "run"
-    Runner(cfg, out, Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
-    sp = Splits.load(out / "data" / "splits.json")
-    assert len(sp.rl) == 370 and len(sp.train) == 1851 - 370
-    rows = read_jsonl(out / "data" / "sft" / "sft.jsonl")
-    outside = [
-        r["answer"] for r in rows if r["split"] == "outside"
-    ]  # recall games (data.sft_recall_share)
-    assert outside and not any(map(load_word_lists().is_answer, outside))
-    sft = {r["answer"] for r in rows if r["split"] != "outside"}
-    rl = read_jsonl(out / "data" / "rl" / "rl.jsonl")
-    assert (
-        sft <= set(sp.train)
-        and {r["answer"] for r in rl} <= set(sp.rl)
-        and {r["split"] for r in rl} == {"rl"}
-    )
-
-
 def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
     """`wordle-rl data split/sft/rl` with only a size given write byte for byte what the main job's
     data stage writes at that size: each default is declared once, in SftConfig / RlConfig, and both
     read it."""
     from typer.testing import CliRunner
 
-    from wordle_rl.cli import app
-    from wordle_rl.pipeline import Runner
+    from wordle_rl.cli.main import app
+    from wordle_rl.pipeline.runner import Runner
 
     cfg = load_config("cpu-default")
-    cfg.data.sft_games, cfg.data.rl_rows = 300, 40
+    cfg.data.sft, cfg.data.rl = {"games": 300}, {"rows": 40}
     Runner(cfg, tmp_path / "run", Console(file=open(tmp_path / "log.txt", "w"))).run(("data",))
     d = tmp_path / "cli"
     for args in (
@@ -248,10 +230,10 @@ def test_training_commands_with_no_flags_train_like_the_main_job(tmp_path):
     WordleGRPOConfig, and the pipeline reads them."""
     from dataclasses import asdict
 
-    from wordle_rl.cli_train import _parse_config
-    from wordle_rl.grpo import WordleGRPOConfig
-    from wordle_rl.pipeline import Runner
-    from wordle_rl.sft import WordleSFTConfig
+    from wordle_rl.cli.common import parse_config as _parse_config
+    from wordle_rl.pipeline.runner import Runner
+    from wordle_rl.training.grpo import WordleGRPOConfig
+    from wordle_rl.training.sft import WordleSFTConfig
 
     runner = Runner(load_config("cpu-default"), tmp_path, Console(file=open(tmp_path / "l", "w")))
     paths = ("model", "data", "splits", "output_dir", "sft_data", "logging_dir")

@@ -7,11 +7,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from wordle_rl.cli import app
-from wordle_rl.game import score
-from wordle_rl.models import load_model
-from wordle_rl.prompts import PromptStyle, format_answer
-from wordle_rl.recall_probe import greedy_discordance, probe_model, recall_states
+from wordle_rl.cli.main import app
+from wordle_rl.engine.game import score
+from wordle_rl.environment.prompts import PromptStyle, format_answer
+from wordle_rl.evaluation.recall_probe import greedy_discordance, probe_model, recall_states
+from wordle_rl.models.embedded import load_model
 
 MOVES = ["tares", "coden", "dowxl", "pinch", "bowel", "dowel"]  # dowxl: a refused non-word
 

@@ -8,10 +8,10 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from wordle_rl.client import EnvServerError, RemoteEnv
-from wordle_rl.env import EnvConfig
-from wordle_rl.prompts import PromptStyle
-from wordle_rl.server import ServerConfig, ServerThread
+from wordle_rl.environment.client import EnvServerError, RemoteEnv
+from wordle_rl.environment.env import EnvConfig
+from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.environment.server import ServerConfig, ServerThread
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_blind_server_secrets_are_not_predictable_from_what_a_client_sends():
     """An agent under evaluation tries what it could to learn the secret before it plays: choose a
     seed, choose the answer, replay a reset it already saw. The blind server refuses the first two
     and draws every secret itself."""
-    from wordle_rl.words import load_word_lists
+    from wordle_rl.engine.words import load_word_lists
 
     answers = load_word_lists().answers
     with ServerThread(ServerConfig(port=0, allow_answer=False)) as srv:
@@ -215,7 +215,12 @@ def test_metadata_describes_the_game_as_this_server_plays_it(server):
 def test_openenv_typed_client_plays_sync_and_async(server):
     import asyncio
 
-    from wordle_rl.client import WordleAction, WordleClient, WordleObservation, WordleState
+    from wordle_rl.environment.client import (
+        WordleAction,
+        WordleClient,
+        WordleObservation,
+        WordleState,
+    )
 
     with WordleClient(base_url=server.url).sync() as env:
         r = env.reset(answer="abide")
@@ -241,10 +246,10 @@ def test_openenv_typed_client_plays_sync_and_async(server):
 
 
 def test_eval_plays_the_same_games_on_the_server_as_in_process():
-    from wordle_rl.evaluate import EvalConfig, SolverPolicy, run_eval
-    from wordle_rl.solvers import EntropySolver
-    from wordle_rl.splits import make_splits
-    from wordle_rl.words import load_word_lists
+    from wordle_rl.data.splits import make_splits
+    from wordle_rl.engine.solvers import EntropySolver
+    from wordle_rl.engine.words import load_word_lists
+    from wordle_rl.evaluation.evaluate import EvalConfig, SolverPolicy, run_eval
 
     words = load_word_lists()
     answers = make_splits(words, seed=0).test[:12]

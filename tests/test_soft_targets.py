@@ -7,13 +7,13 @@ from collections import Counter
 
 import pytest
 
-from wordle_rl.data import DataError, save_dataset, write_jsonl
-from wordle_rl.game import pattern_to_str, score
-from wordle_rl.models import load_model
-from wordle_rl.sft import WordleSFTConfig, WordleSFTTrainer, run_sft
-from wordle_rl.sft_games import SftConfig, generate_sft
-from wordle_rl.soft_targets import LETTERS, SoftTargets, load_sft_dataset
-from wordle_rl.splits import make_splits
+from wordle_rl.data.files import DataError, save_dataset, write_jsonl
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
+from wordle_rl.engine.game import pattern_to_str, score
+from wordle_rl.models.embedded import load_model
+from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer, run_sft
+from wordle_rl.training.soft_targets import LETTERS, SoftTargets, load_sft_dataset
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from wordle_rl.soft_targets import SoftTargetCollator
+    from wordle_rl.training.soft_targets import SoftTargetCollator
 
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -146,90 +146,5 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
         SoftTargetCollator(base=None, tokenizer=tok, targets=SoftTargets(words))
 
 
-def test_pattern_distributions_match_brute_force(words):
-    st = SoftTargets(words)
-    rng = random.Random(1)
-    for _ in range(40):
-        drawn = rng.choice(words.answers)
-        shown = set(rng.sample(range(5), rng.randrange(1, 5)))
-        pattern = "".join(c if j in shown else "_" for j, c in enumerate(drawn))
-        guess = rng.choice([drawn, rng.choice(words.allowed)])
-        fits = [a for a in words.answers if all(p in ("_", c) for p, c in zip(pattern, a))]
-        want = []
-        for j in range(5):
-            same = [w for w in fits if w[:j] == guess[:j]]
-            if not same:
-                break
-            counts = Counter(w[j] for w in same)
-            want.append((j, [counts[c] / len(same) for c in LETTERS]))
-        got = st.pattern_distributions(pattern, guess)
-        assert [j for j, _ in got] == [j for j, _ in want]
-        for (_, p), (_, q) in zip(got, want):
-            assert p.tolist() == pytest.approx(q)
 
 
-def test_word_pattern_exercises_train_on_every_fitting_word(micro, words, tmp_path):
-    """Exercises join the games in the data, pass the data checks (no target), and their soft
-    targets sit on the answered word's letters with the distribution over every answer word that
-    fits the pattern."""
-    from wordle_rl.data import stats, validate_rows
-    from wordle_rl.splits import check_leakage
-
-    splits = make_splits(words, seed=0)
-    rows = generate_sft(
-        splits,
-        SftConfig(games=40, seed=2, style="xml", think=False, lexicon_share=0.5, recall_share=0.0),
-        words,
-    )
-    exercises = [r for r in rows if r.get("lexicon") is not None]
-    assert len(rows) == 60 and len(exercises) == 20
-    for r in exercises:
-        pattern, word = r["lexicon"]["pattern"], r["lexicon"]["word"]
-        assert words.is_answer(word) and 2 <= sum(c != "_" for c in pattern) <= 4
-        assert all(p in ("_", c) for p, c in zip(pattern, word))
-        assert r["messages"][1]["content"] == f"Name a word that fits {pattern.upper()}."
-        assert r["messages"][2]["content"] == f"<guess>{word}</guess>"
-    validate_rows(rows, "rows", words)
-    assert check_leakage(rows, splits, "rows") == 60
-    assert stats(rows, splits)["exercises"] == 20 and stats(rows, splits)["split_membership"] == {
-        "train": 40
-    }
-    bad = dict(exercises[0], lexicon={"pattern": "zzzzz", "word": exercises[0]["lexicon"]["word"]})
-    with pytest.raises(DataError, match="does not fit its pattern"):
-        validate_rows([bad], "rows", words)
-    with pytest.raises(DataError, match="lexicon_share"):
-        generate_sft(
-            splits, SftConfig(games=4, lexicon_share=-0.1, think=True, recall_share=0.0), words
-        )
-
-    data = tmp_path / "sft"
-    save_dataset(rows, data, "sft")
-    model, tok = load_model(str(micro))
-    cfg = WordleSFTConfig(
-        model=str(micro),
-        data=str(data),
-        output_dir=str(tmp_path / "run"),
-        max_steps=1,
-        per_device_train_batch_size=60,
-        soft_target_weight=1.0,
-        threads=1,
-    )
-    trainer = WordleSFTTrainer(
-        model=model, args=cfg, train_dataset=load_sft_dataset(data, soft=True), processing_class=tok
-    )
-    ds = trainer.train_dataset
-    batch = trainer.data_collator(
-        [dict(ds[i]) for i in range(len(ds)) if ds[i]["lexicon"] is not None]
-    )
-    ids, index, probs = batch["input_ids"], batch["soft_index"].tolist(), batch["soft_probs"]
-    st = SoftTargets(words)
-    by_row = {}
-    for (b, t), p in zip(index, probs):
-        by_row.setdefault(b, []).append((t, p))
-    assert len(by_row) == 20
-    for b, targets in by_row.items():  # the batch holds the exercises in the data's order
-        pattern, word = exercises[b]["lexicon"]["pattern"], exercises[b]["lexicon"]["word"]
-        want = st.pattern_distributions(pattern, word)
-        assert len(targets) == len(want) == 5  # the answered word fits: every letter has a target
-        for (t, p), (j, q) in zip(targets, want):
-            assert tok.decode(ids[b, t + 1]) == word[j] and p.tolist() == pytest.approx(q.tolist())

@@ -4,16 +4,11 @@ import random
 import numpy as np
 import pytest
 
-from wordle_rl.entropy import entropies
-from wordle_rl.game import cache_dir, consistent_with, hard_mode_violation
-from wordle_rl.solvers import (
-    EntropySolver,
-    RandomSolver,
-    SearchSolver,
-    make_solver,
-    play_game,
-)
-from wordle_rl.words import WordList
+from wordle_rl.engine.entropy import entropies
+from wordle_rl.engine.game import consistent_with, hard_mode_violation, play_game
+from wordle_rl.engine.matrix import cache_dir
+from wordle_rl.engine.solvers import EntropySolver, RandomSolver, SearchSolver, make_solver
+from wordle_rl.engine.words import WordList
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from wordle_rl.data import read_jsonl
-from wordle_rl.teacher import TeacherConfig, play_teacher_games, summarize_teacher, teacher_to_sft
+from wordle_rl.data.files import read_jsonl
+from wordle_rl.data.teacher import (
+    TeacherConfig,
+    play_teacher_games,
+    summarize_teacher,
+    teacher_to_sft,
+)
 
 
 class Script:
@@ -86,8 +91,8 @@ def teacher_server():
     script = Script()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
     games = {}
-    from wordle_rl.game import score
-    from wordle_rl.prompts import PromptStyle, feedback_message
+    from wordle_rl.engine.game import score
+    from wordle_rl.environment.prompts import PromptStyle, feedback_message
 
     # the scripted teacher recognises its game's answer by the feedback to its first guess, SLATE,
     # as the default prompt style writes it

@@ -8,15 +8,15 @@ from importlib.resources import files
 import pytest
 import torch
 
-from wordle_rl.models import load_model
-from wordle_rl.tool_env import TOOL_SYSTEM_PROMPT, WordleToolEnv
+from wordle_rl.environment.tool_env import TOOL_SYSTEM_PROMPT, WordleToolEnv
+from wordle_rl.models.embedded import load_model
 
 CALL = '<tool_call>\n{"name": "guess", "arguments": {"word": "crane"}}\n</tool_call>'
 
 
 @pytest.fixture(scope="module")
 def server_url():
-    from wordle_rl.server import ServerConfig, ServerThread
+    from wordle_rl.environment.server import ServerConfig, ServerThread
 
     with ServerThread(ServerConfig(port=0)) as srv:
         yield srv.url
@@ -51,18 +51,18 @@ def test_the_game_through_the_guess_tool_keeps_the_secret_until_the_end(where, r
 def test_grpo_with_environment_factory_plays_through_tool_calls(trained_micro, tmp_path):
     from trl.chat_template_utils import add_response_schema
 
-    from wordle_rl.data import save_dataset
-    from wordle_rl.grpo import WordleGRPOConfig, run_grpo
-    from wordle_rl.rl_rows import RlConfig, generate_rl
-    from wordle_rl.splits import make_splits
-    from wordle_rl.words import load_word_lists
+    from wordle_rl.data.files import save_dataset
+    from wordle_rl.data.rl_rows import RlConfig, generate_rl
+    from wordle_rl.data.splits import make_splits
+    from wordle_rl.engine.words import load_word_lists
+    from wordle_rl.training.grpo import WordleGRPOConfig, run_grpo
 
     root, model_path = trained_micro
     words = load_word_lists()
     rl = tmp_path / "rl"  # games from the first guess, so every prompt is the one taught below
     save_dataset(
         generate_rl(
-            make_splits(words, seed=0), RlConfig(rows=8, seed=0, depth_mix={0: 1.0}), words
+            make_splits(words, seed=0), RlConfig(rows=8, seed=0, depth_mix="0:1"), words
         ),
         rl,
         "rl",

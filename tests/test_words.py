@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from wordle_rl.words import WordList, WordListError, load_word_lists, read_word_file
+from wordle_rl.engine.words import WordList, WordListError, load_word_lists, read_word_file
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "wordle-reference"
 

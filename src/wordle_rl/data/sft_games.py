@@ -1,0 +1,264 @@
+"""SFT games: solver games rendered as TRL conversations, with varied starts and refused moves shown
+as context.
+
+    wordle-rl data sft --splits data/splits.json --games 140000 --no-think --recall-share 0.2 \\
+        --out data/sft
+
+Targets are **train** answers; a val or test answer is never a target. A share of the games are
+recall games (:mod:`wordle_rl.data.recall`). Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
+from wordle_rl.data.recall import recall_games
+from wordle_rl.data.splits import Splits, check_protocol
+from wordle_rl.data.traces import play_traced, strong_openers
+from wordle_rl.engine.game import pattern_to_str
+from wordle_rl.engine.solvers import SOLVERS, EntropySolver, make_solver
+from wordle_rl.engine.words import WordList, load_word_lists
+from wordle_rl.environment.parser import parse
+from wordle_rl.environment.prompts import (
+    DEFAULT_STYLE,
+    STYLES,
+    PromptStyle,
+    format_answer,
+    render_conversation,
+)
+
+__all__ = ["SftConfig", "generate_sft", "check_solver_mix", "parse_solver_mix"]
+
+
+# --------------------------------------------------------------------------- SFT games
+@dataclass
+class SftConfig:
+    """How solver games for SFT are generated."""
+
+    games: int = field(default=140000, metadata={"help": "Number of games."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    style: str = field(
+        default=DEFAULT_STYLE, metadata={"help": f"Prompt style: {' | '.join(STYLES)}."}
+    )
+    think: bool = field(
+        default=False, metadata={"help": "Write a <think> rationale (xml/tiles/plain styles)."}
+    )
+    solver_mix: str = field(
+        default="candidate:0.8,random:0.2",
+        metadata={
+            "help": "Share of games played by each solver, as solver:weight,... (entropy, search, "
+            "candidate, random); weights are normalised."
+        },
+    )
+    n_openers: int = field(
+        default=12, metadata={"help": "Strong openers (top by entropy) to vary the start."}
+    )
+    opener_share: float = field(
+        default=0.3, metadata={"help": "Share of games starting with a varied opener."}
+    )
+    random_first_share: float = field(
+        default=0.2,
+        metadata={
+            "help": "Share of games whose first guess is a random allowed word (solver recovers)."
+        },
+    )
+    random_second_share: float = field(
+        default=0.1,
+        metadata={"help": "Share of games whose second guess is a random remaining candidate."},
+    )
+    refused_share: float = field(
+        default=0.15,
+        metadata={
+            "help": "Share of games showing one refused move, a misspelt next guess (context, "
+            "never imitated), and the environment's reply, so the model learns to carry on after "
+            "an invalid move: a different word, never the refused one."
+        },
+    )
+    recall_share: float = field(
+        default=0.2,
+        metadata={
+            "help": "Share of the games that are recall games instead: a game on an allowed word "
+            "outside the answer list (never a val or test answer) one or two letters away from an "
+            "answer word W, played by the candidate solver and cut right after it writes W where W "
+            "is the only answer word that fits. Every answer word alike under the open protocol: "
+            "in the other games a held-out answer is never the only fitting word, the state where "
+            "free play loses it."
+        },
+    )
+    protocol: str = field(
+        default="open",
+        metadata={
+            "help": "open: recall games recall every public answer word alike; strict: only train "
+            "answers, and no game ends on a val or test word (a lost game's trailing guesses of "
+            "such words are cut), so no held-out word is ever the final move of a game (PROTOCOLS)."
+        },
+    )
+    max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
+
+    def __post_init__(self) -> None:
+        parse_solver_mix(self.solver_mix)  # a bad mix is refused when the config is made
+
+
+def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
+    """``near`` cut short, or with one letter changed so that it is no allowed word."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    bad = near[: rng.randrange(1, len(near))] if rng.random() < 0.3 else near
+    for _ in range(100):
+        if bad != near:
+            break
+        k = rng.randrange(len(near))
+        cand = near[:k] + rng.choice(letters) + near[k + 1 :]
+        if not words.is_allowed(cand):
+            bad = cand
+    return bad
+
+
+def _refused_move(
+    style: PromptStyle, words: WordList, played: list, near: str, rng: random.Random
+) -> tuple[str, str]:
+    """``(assistant text, error message)`` of a misspelling of ``near`` that the environment
+    refuses."""
+    text = format_answer(style, _misspelt(words, near, rng))
+    result = parse(text, style, words=words, history=played)
+    if result.ok:
+        raise DataError(f"internal: refused move {text!r} was accepted")
+    return text, result.message
+
+
+def generate_sft(
+    splits: Splits, config: SftConfig | None = None, words: WordList | None = None
+) -> list[dict]:
+    """Solver games rendered as TRL conversational ``messages`` rows.
+
+    Targets are **train** answers; a val or test answer is never a target.
+    """
+    cfg = config or SftConfig()
+    words = words or load_word_lists()
+    style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
+    mix = parse_solver_mix(cfg.solver_mix)
+    check_share("refused_share", cfg.refused_share)
+    check_share("recall_share", cfg.recall_share)
+    check_share("random_second_share", cfg.random_second_share)
+    check_protocol(cfg.protocol)
+    held_out = splits.held_out() if cfg.protocol == "strict" else set()
+    entropy = EntropySolver(words)
+    solvers = {
+        name: entropy
+        if name == "entropy"
+        else make_solver(
+            name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer
+        )
+        for name in mix
+    }
+    openers = strong_openers(entropy, cfg.n_openers)
+    train = list(splits.train)
+    if not train:
+        raise DataError("the train split is empty")
+    rows = []
+    names, weights = list(mix), list(mix.values())
+    n_recall = round(cfg.games * cfg.recall_share)
+    for i in range(cfg.games - n_recall):
+        rng = random.Random(f"{cfg.seed}:{i}")
+        answer = train[i % len(train)] if i < len(train) else rng.choice(train)
+        solver = solvers[rng.choices(names, weights)[0]]
+        r = rng.random()
+        first, random_second = None, False
+        if solver.name != "search":  # the search solver plays clean games from its own opener
+            if r < cfg.random_first_share:
+                first = ("random_first", rng.choice(words.allowed))
+            elif r < cfg.random_first_share + cfg.opener_share or solver.name == "random":
+                # the random solver never opens with a random word
+                first = ("opener", rng.choice(openers))
+            random_second = rng.random() < cfg.random_second_share
+
+        def policy(history, rng, first=first, random_second=random_second, solver=solver):
+            if not history and first is not None:
+                return first[1], ("explore" if first[0] == "random_first" else "solver"), entropy
+            if len(history) == 1 and random_second:
+                cands = entropy.candidates(history)
+                return (
+                    entropy.words.answers[int(cands[rng.randrange(len(cands))])],
+                    "explore",
+                    entropy,
+                )
+            return solver.guess(history, rng), "solver", entropy
+
+        refuse_at = rng.randrange(4) if rng.random() < cfg.refused_share else None
+        history, reasons = play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
+        played = list(history)
+        # a refused move costs a turn (lose_turn)
+        if refuse_at is not None and refuse_at < len(history):
+            text, msg = _refused_move(
+                style, words, history[:refuse_at], history[refuse_at][0], rng
+            )
+            history.insert(refuse_at, (text, None, msg))
+            reasons.insert(refuse_at, ("refused", None))
+        else:
+            refuse_at = None
+        thinks = [text for _, text in reasons] if style.uses_think else None
+        messages = render_conversation(style, history, thinks=thinks)
+        for k, (reason, _) in enumerate(reasons):
+            # shown as context, never imitated (see the chat template)
+            if reason in ("explore", "refused"):
+                messages[2 + 2 * k]["train"] = False
+        won = played[-1][0] == answer
+        if won:
+            messages = messages[:-1]  # the conversation ends on the winning guess
+        if not won and held_out:
+            played, history, messages = _cut_held_out(played, history, messages, held_out)
+            if not played:
+                continue
+            refuse_at = refuse_at if refuse_at is not None and refuse_at < len(history) else None
+        rows.append(
+            {
+                "messages": messages,
+                "answer": answer,
+                "split": "train",
+                "solver": solver.name,
+                "start": first[0] if first else "solver",
+                "random_second": random_second,
+                "refused_at": refuse_at,
+                "refused_kind": "misspelt" if refuse_at is not None else None,
+                "turns": len(history),
+                "won": won,
+                "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
+            }
+        )
+    recalled = splits.train if cfg.protocol == "strict" else None
+    return rows + recall_games(
+        words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns, recalled=recalled
+    )
+
+
+def _cut_held_out(
+    played: list, history: list, messages: list[dict], held_out: set[str]
+) -> tuple[list, list, list]:
+    """The strict protocol's lost game: its trailing guesses of held-out words cut, with any refused
+    move after the last one kept, so that the game never ends on a val or test word.
+
+    >>> h = [("crane", 0), ("bad", None, "not a word"), ("slate", 0)]
+    >>> _cut_held_out([("crane", 0), ("slate", 0)], h, list(range(8)), {"slate"})
+    ([('crane', 0)], [('crane', 0)], [0, 1, 2, 3])
+    """
+    while played and played[-1][0] in held_out:
+        played, keep = played[:-1], 0
+        if played:  # everything up to the last played guess left, refused moves before it included
+            keep = 1 + max(
+                i for i, t in enumerate(history) if len(t) == 2 and t[0] == played[-1][0]
+            )
+        history, messages = history[:keep], messages[: 2 + 2 * keep]
+    return played, history, messages
+
+
+def check_solver_mix(mix: dict[str, float]) -> dict[str, float]:
+    """Validate ``{solver: weight}`` and normalise the weights (order kept, zero weights
+    dropped)."""
+    return check_named_mix(mix, "solver", SOLVERS)
+
+
+def parse_solver_mix(text: str) -> dict[str, float]:
+    """``"candidate:0.7,random:0.3"`` -> ``{"candidate": 0.7, "random": 0.3}`` (weights are
+    normalised)."""
+    return check_solver_mix(parse_pairs(text, "solver", str, "entropy:0.75,search:0.25"))

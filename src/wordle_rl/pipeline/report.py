@@ -1,0 +1,353 @@
+"""The pipeline's ``report.md``: results table, plots, sample games as tiles, config, versions,
+stage times."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from wordle_rl.engine.game import pattern_to_emoji, str_to_pattern
+from wordle_rl.evaluation.tables import (
+    AUDIT_COLUMNS,
+    SUMMARY_COLUMNS,
+    audit_cells,
+    fmt_pct,
+    summary_cells,
+)
+
+__all__ = ["write_report", "results_rows", "training_summary"]
+
+
+def results_rows(eval_dir: Path) -> list[tuple[str, dict]]:
+    """(run name, results.json) for every evaluation run in ``eval_dir``, solvers first."""
+    if not eval_dir.is_dir():
+        return []
+    runs = sorted(
+        (p.name, json.loads((p / "results.json").read_text()))
+        for p in eval_dir.iterdir()
+        if (p / "results.json").is_file()
+    )
+    return sorted(runs, key=lambda r: (not r[0].startswith("solver-"), r[0]))
+
+
+def _row(name: str, r: dict) -> str:
+    return "| " + " | ".join([name, r["decode"], *summary_cells(r)]) + " |"
+
+
+def _audit_lines(runs: list[tuple[str, dict]]) -> list[str]:
+    """The training-overlap audit of the trained policies' runs
+    (:mod:`wordle_rl.evaluation.audit`)."""
+    audited = [(name, r) for name, r in runs if "audit" in r]
+    if not audited:
+        return []
+    first = audited[0][1]
+    lines = [
+        "",
+        f"Training-overlap audit: {first['audit']['answers_imitated_as_guess']} of "
+        f"{first['metrics']['games']} answers are imitated guesses in the training data. A game's "
+        f"endgame is the "
+        "first state in which its answer is the only answer word that fits; it was imitated when "
+        "that exact "
+        "state -> answer was a trained move (see `wordle_rl.evaluation.audit`).",
+        "",
+        "| " + " | ".join(["policy", "decoding", *AUDIT_COLUMNS]) + " |",
+        "|---" * (2 + len(AUDIT_COLUMNS)) + "|",
+    ]
+    return lines + [
+        "| " + " | ".join([name, r["decode"], *audit_cells(r)]) + " |" for name, r in audited
+    ]
+
+
+def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str]:
+    """GRPO against its SFT model on the same answers, per decoding
+    (:mod:`wordle_rl.evaluation.stats`)."""
+    from wordle_rl.evaluation.stats import paired_comparison, read_games
+
+    names = {name for name, _ in runs}
+    decodes = [d for d in cfg.eval.decodes if {f"sft-{d}", f"grpo-{d}"} <= names]
+    if not decodes:
+        return []
+    lines = [
+        "",
+        "SFT + GRPO against its SFT model, paired on the same answers (a loss counts as 7 guesses; "
+        "exact McNemar test on the games won by only one, Wilcoxon signed-rank test on guesses "
+        "per game):",
+        "",
+        "| decoding | won only by SFT | won only by GRPO | McNemar p | mean guesses SFT | mean "
+        "guesses GRPO | "
+        "difference | Wilcoxon p |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in decodes:
+        r = paired_comparison(read_games(eval_dir / f"sft-{d}"), read_games(eval_dir / f"grpo-{d}"))
+        lines.append(
+            f"| {d} | {r['only_a']} | {r['only_b']} | {r['mcnemar_p']:.3g} | "
+            f"{r['mean_guesses_a']:.3f} | "
+            f"{r['mean_guesses_b']:.3f} | {r['mean_guesses_diff']:+.3f} | {r['wilcoxon_p']:.3g} |"
+        )
+    return lines
+
+
+def _probe_lines(eval_dir: Path) -> list[str]:
+    """The recall probe of the SFT and GRPO models (:mod:`wordle_rl.evaluation.recall_probe`), if
+    run."""
+    from wordle_rl.evaluation.recall_probe import PROBE_FILE
+
+    if not (eval_dir / PROBE_FILE).is_file():
+        return []
+    r = json.loads((eval_dir / PROBE_FILE).read_text())
+    sft, grpo = r["models"]
+    return [
+        "",
+        f"Recall probe: at the {r['states']} recall states of the SFT model's games (the answer "
+        "is the one answer word that fits), the chance each model gives the whole answer, and "
+        f"the states where greedy decoding writes it: SFT {sft['mean_p']:.3f}, "
+        f"{sft['greedy_right']}; GRPO {grpo['mean_p']:.3f}, {grpo['greedy_right']} "
+        f"({grpo['only_first']} only by SFT, {grpo['only_it']} only by GRPO, McNemar p = "
+        f"{grpo['mcnemar_p']:.3g}).",
+    ]
+
+
+def write_report(runner) -> Path:
+    from wordle_rl.evaluation.plots import plot_eval_runs, plot_training_log, plot_val_curve
+
+    out: Path = runner.out
+    plots = out / "plots"
+    lines = [f"# wordle-rl run `{runner.cfg.name}`", ""]
+    runs: list[tuple[str, dict]] = []
+    for split in runner.cfg.eval.splits:
+        split_runs = results_rows(runner.paths["eval"] / split)
+        if not split_runs:
+            continue
+        runs = runs or split_runs  # the first split's runs give the plots and the sample games
+        n = split_runs[0][1]["metrics"]["games"]
+        lines += [
+            f"## {split.capitalize()} answers",
+            "",
+            f"All policies played the same {n} **{split}** answers; a win counts only when the "
+            f"exact answer "
+            "was guessed. 95 % Wilson intervals.",
+            "",
+            "| " + " | ".join(["policy", "decoding", *SUMMARY_COLUMNS]) + " |",
+            "|---" * (2 + len(SUMMARY_COLUMNS)) + "|",
+        ]
+        lines += [_row(name, r) for name, r in split_runs]
+        lines += _audit_lines(split_runs)
+        lines += _paired_lines(runner.paths["eval"] / split, split_runs, runner.cfg)
+        lines += _probe_lines(runner.paths["eval"] / split)
+        lines.append("")
+    if runs:
+        for p in plot_eval_runs(runs, plots):
+            lines.append(f"![{p.stem}](plots/{p.name})")
+    for stage, keys in (
+        ("sft", ["loss", "mean_token_accuracy"]),
+        (
+            "grpo",
+            [
+                "reward",
+                "wordle/win_rate",
+                "wordle/fits_rate",
+                "wordle/zero_spread_share",
+                "frac_reward_zero_std",
+            ],
+        ),
+    ):
+        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
+        if log_file.is_file():
+            log = json.loads(log_file.read_text())
+            p = plot_training_log(log, keys, plots / f"{stage}_curves.png", f"{stage} training")
+            lines.append(f"![{stage} curves](plots/{p.name})")
+            if stage == "grpo":
+                games = runner.grpo_config().per_device_train_batch_size
+                lines.append(_cumulative_wins(log, games, plots))
+    val_file = runner.paths["grpo"] / "val_eval.jsonl"
+    if val_file.is_file():
+        records = [json.loads(x) for x in val_file.read_text().splitlines()]
+        lines += [
+            "",
+            "GRPO: greedy play on a seeded sample of val answers during training",
+            "",
+            "| step | val win rate | mean guesses on wins | mean guesses per game (loss = 7) |",
+            "|---|---|---|---|",
+        ]
+        for rec in records:
+            mean = f"{rec['val_mean_guesses']:.3f}" if rec["val_mean_guesses"] else "-"
+            per_game = rec.get("val_mean_guesses_per_game")
+            lines.append(
+                f"| {rec['step']} | {fmt_pct(rec['val_win_rate'])} | {mean} | "
+                f"{f'{per_game:.3f}' if per_game is not None else '-'} |"
+            )
+        p = plot_val_curve(records, plots / "grpo_val_curve.png")
+        lines += ["", f"![val during GRPO](plots/{p.name})"]
+    trained = [(n, r) for n, r in runs if not n.startswith("solver-") and r["decode"] == "free"]
+    if trained:
+        name, _ = trained[-1]
+        lines += ["", f"## Sample games ({name}, free decoding)", ""]
+        split = runner.cfg.eval.splits[0]
+        games = [
+            json.loads(x)
+            for x in (runner.paths["eval"] / split / name / "games.jsonl").read_text().splitlines()
+        ]
+        for g in [g for g in games if g["split"] == split][:6]:
+            tiles = " ".join(
+                pattern_to_emoji(str_to_pattern(m["pattern"])) if m["pattern"] else "⛔"
+                for m in g["moves"]
+            )
+            words = " ".join((m["guess"] or m["error"] or "?").upper() for m in g["moves"])
+            lines.append(
+                f"- **{g['answer'].upper()}** {'won' if g['won'] else 'lost'}: {tiles}  `{words}`"
+            )
+    lines += _training_lines(runner) + _recall_lines(runner)
+    lines += [
+        "",
+        "## Wall time and memory per stage",
+        "",
+        "Peak RSS is the process's largest resident set so far when the stage ended (it never "
+        "falls; a resumed "
+        "run starts a new process).",
+        "",
+        "| stage | seconds | peak RSS (GiB) |",
+        "|---|---|---|",
+    ]
+    for m in sorted(runner.markers.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        d = json.loads(m.read_text())
+        lines.append(f"| {d['stage']} | {d['seconds']} | {d.get('peak_rss_gib', '-')} |")
+    lines += [
+        "| report | (this file) | |",
+        "",
+        "## Resolved config",
+        "",
+        "```json",
+        (out / "config.json").read_text().strip(),
+        "```",
+        "",
+        "## Versions",
+        "",
+        "```json",
+        (out / "versions.json").read_text().strip(),
+        "```",
+        "",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def training_summary(log: list[dict], max_steps: int, budget_minutes: float | None) -> dict:
+    """Steps done, training seconds and what ended a training stage, from its
+    ``wordle_rl_<stage>_log.json``.
+
+    >>> log = [{"loss": 1.0, "step": 20}, {"train_runtime": 1800.4, "step": 6081}]
+    >>> s = training_summary(log, 8000, 30)
+    >>> s["steps"], s["max_steps"], s["seconds"], s["steps_per_s"]
+    (6081, 8000, 1800.4, 3.378)
+    >>> s["ended_by"]
+    'time budget (30 min)'
+    """
+    end = next((e for e in reversed(log) if "train_runtime" in e), None)
+    steps = max((e.get("step", 0) for e in log), default=0)
+    seconds = end["train_runtime"] if end else None
+    ended_by = (
+        "max_steps"
+        if steps >= max_steps
+        else (f"time budget ({budget_minutes:g} min)" if budget_minutes else "stopped early")
+    )
+    return {
+        "steps": steps,
+        "max_steps": max_steps,
+        "seconds": seconds,
+        "steps_per_s": round(steps / seconds, 3) if seconds else None,
+        "ended_by": ended_by,
+    }
+
+
+def _training_lines(runner) -> list[str]:
+    """The training stages' step counts: a budget that ends SFT early on a slow machine costs
+    held-out wins."""
+    rows = []
+    for stage in ("sft", "grpo"):
+        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
+        if not log_file.is_file():
+            continue
+        cfg = runner.sft_config() if stage == "sft" else runner.grpo_config()
+        t = training_summary(
+            json.loads(log_file.read_text()), cfg.max_steps, cfg.time_budget_minutes
+        )
+        rows.append((stage, t))
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Training",
+        "",
+        "| stage | steps done | training seconds | steps/s | ended by |",
+        "|---|---|---|---|---|",
+    ]
+    for stage, t in rows:
+        seconds = f"{t['seconds']:.0f}" if t["seconds"] is not None else "-"
+        lines.append(
+            f"| {stage} | {t['steps']:,} of {t['max_steps']:,} | {seconds} | "
+            f"{t['steps_per_s'] or '-'} | {t['ended_by']} |"
+        )
+    sft = dict(rows).get("sft")
+    if sft and sft["steps"] < sft["max_steps"]:
+        lines += [
+            "",
+            f"The SFT stage ended at {sft['steps']:,} of {sft['max_steps']:,} steps: this machine "
+            f"fits fewer "
+            "steps in the budget, and held-out wins grow with the SFT steps done.",
+        ]
+    return lines
+
+
+def _recall_lines(runner) -> list[str]:
+    """The answer words the GRPO stage rewarded writing where each was the only one that fits
+    (its recall states), by split: a held-out word among them was trained on in that form."""
+    from wordle_rl.data.splits import SPLIT_NAMES
+    from wordle_rl.training.move_rollout import RECALL_STATES_DIR
+
+    files = sorted((runner.paths["grpo"] / RECALL_STATES_DIR).glob("*.jsonl"))
+    if not files:
+        return []
+    words = Counter(
+        json.loads(x)["recall_word"] for f in files for x in f.read_text().splitlines() if x
+    )
+    sp = runner._splits()
+    by_split = ", ".join(
+        f"{name} {len(words.keys() & set(getattr(sp, name)))} of {len(getattr(sp, name))}"
+        for name in SPLIT_NAMES
+        if getattr(sp, name)
+    )
+    return [
+        "",
+        f"The GRPO stage rewarded writing an answer word at {sum(words.values()):,} states of its "
+        f"own games where that word was the only answer word that fits, {len(words):,} distinct "
+        f"words ({by_split} answers of each split). The audit counts each such state -> word as "
+        "an imitated move of the GRPO model.",
+    ]
+
+
+def _cumulative_wins(log: list[dict], batch: int, plots: Path) -> str:
+    from wordle_rl.evaluation.plots import _plt
+
+    # a rollout that plays fewer whole games than completions logs how many (wordle/games)
+    pts = [
+        (e["step"], e["wordle/win_rate"] * e.get("wordle/games", batch))
+        for e in log
+        if "wordle/win_rate" in e
+    ]
+    if not pts:
+        return ""
+    plt = _plt()
+    steps, wins = zip(*pts)
+    cum = [sum(wins[: i + 1]) for i in range(len(wins))]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, cum)
+    ax.set_xlabel("step")
+    ax.set_ylabel("games won (cumulative)")
+    ax.set_title("GRPO: cumulative wins in rollouts")
+    fig.tight_layout()
+    fig.savefig(plots / "grpo_cumulative_wins.png", dpi=110)
+    plt.close(fig)
+    return "![cumulative wins](plots/grpo_cumulative_wins.png)"

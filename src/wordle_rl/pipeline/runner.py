@@ -1,0 +1,390 @@
+"""The main job: one command from nothing to a trained Wordle player, with a report.
+
+    wordle-rl pipeline                         # preset cpu-default, output runs/cpu-default
+    wordle-rl pipeline --config quick          # a few minutes, a smoke run
+    wordle-rl pipeline --config my.toml --out runs/exp1
+
+Stages, in order: words (lists, pattern matrix, openers), baselines (solvers on each evaluated
+split), data (splits, SFT games, RL prompts), model (the embedded default or a hub model), sft,
+grpo, eval (free and consistent decoding on the test and val splits, audited against the run's own
+training data), report. The settings are :mod:`wordle_rl.pipeline.config`. Each stage writes its
+outputs and a marker; a rerun skips finished stages and resumes a killed training stage from its
+last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from wordle_rl.pipeline.config import ConfigError, PipelineConfig
+
+__all__ = ["run_pipeline", "Runner", "STAGES", "peak_rss_gib", "versions"]
+
+
+STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report")
+
+
+# --------------------------------------------------------------------------- stages
+def peak_rss_gib() -> float:
+    """The largest resident set size so far of this process or any of its finished children, in GiB
+    (Linux).
+
+    >>> 0 < peak_rss_gib() < 1024
+    True
+    """
+    kib = max(
+        resource.getrusage(who).ru_maxrss
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return round(kib / 2**20, 2)
+
+
+class Runner:
+    def __init__(self, cfg: PipelineConfig, out: Path, console):
+        self.cfg, self.out, self.console = cfg, out, console
+        self.markers = out / "markers"
+        self.markers.mkdir(parents=True, exist_ok=True)
+        self.paths = {
+            "splits": out / "data" / "splits.json",
+            "sft_data": out / "data" / "sft",
+            "rl_data": out / "data" / "rl",
+            "model": out / "model",
+            "sft": out / "sft",
+            "grpo": out / "grpo",
+            "eval": out / "eval",
+        }
+
+    def done(self, stage: str) -> bool:
+        return (self.markers / f"{stage}.json").is_file()
+
+    def mark(self, stage: str, seconds: float, extra: dict | None = None) -> None:
+        (self.markers / f"{stage}.json").write_text(
+            json.dumps(
+                {
+                    "stage": stage,
+                    "seconds": round(seconds, 1),
+                    "peak_rss_gib": peak_rss_gib(),
+                    **(extra or {}),
+                },
+                indent=1,
+            )
+        )
+
+    def run(self, stages=STAGES) -> None:
+        for stage in stages:
+            if self.done(stage):
+                self.console.print(f"[dim]✓ {stage} (done earlier, skipped)[/]")
+                continue
+            self.console.rule(f"[bold]{stage}")
+            t0 = time.perf_counter()
+            extra = getattr(self, f"stage_{stage}")() or {}
+            self.mark(stage, time.perf_counter() - t0, extra)
+            self.console.print(f"[green]✓ {stage}[/] in {time.perf_counter() - t0:.1f} s")
+
+    # each stage -------------------------------------------------------------
+    def stage_words(self):
+        from wordle_rl.engine.matrix import pattern_matrix
+        from wordle_rl.engine.solvers import make_solver
+        from wordle_rl.engine.words import load_word_lists
+
+        words = load_word_lists()
+        pattern_matrix(words)
+        openers = {
+            s: make_solver(s, words).opener() for s in self.cfg.eval.solvers if s != "random"
+        }
+        return {"answers": len(words.answers), "allowed": len(words.allowed), "openers": openers}
+
+    def _splits(self):
+        from wordle_rl.data.splits import Splits, make_splits
+
+        if not self.paths["splits"].is_file():
+            make_splits(seed=self.cfg.data.split_seed).save(self.paths["splits"])
+        return Splits.load(self.paths["splits"])
+
+    def _eval_cfg(self, split: str, decode: str):
+        from wordle_rl.evaluation.evaluate import EvalConfig
+
+        c = self.cfg
+        # one train sample is enough
+        return EvalConfig(
+            split=split,
+            splits=str(self.paths["splits"]),
+            decode=decode,
+            limit=c.eval.limit,
+            style=c.data.style,
+            think=c.data.think,
+            batch_size=c.eval.batch_size,
+            threads=c.threads,
+            seed=c.seed,
+            train_sample=split == c.eval.splits[0],
+        )
+
+    def _answers(self, sp, split: str):
+        answers = sp.answers(split)
+        return answers[: self.cfg.eval.limit] if self.cfg.eval.limit else answers
+
+    def stage_baselines(self):
+        from wordle_rl.engine.solvers import make_solver
+        from wordle_rl.engine.words import load_word_lists
+        from wordle_rl.environment.prompts import PromptStyle
+        from wordle_rl.evaluation.evaluate import SolverPolicy, run_eval
+
+        sp, words = self._splits(), load_word_lists()
+        style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
+        for split in self.cfg.eval.splits:
+            for s in self.cfg.eval.solvers:
+                res = run_eval(
+                    SolverPolicy(make_solver(s, words, seed=self.cfg.seed), style),
+                    self._answers(sp, split),
+                    self._eval_cfg(split, "free"),
+                    self.paths["eval"] / split / f"solver-{s}",
+                    words,
+                    sp.train,
+                )
+                self.console.print(
+                    f"{s} ({split}): win {res['metrics']['win_rate']:.1%}, "
+                    f"mean {res['metrics']['mean_guesses_on_wins']:.3f}"
+                )
+
+    def data_configs(self):
+        """``(SftConfig, RlConfig)`` of the data stage: the ``data.sft`` and ``data.rl`` sections
+        over the config classes' defaults, with this run's seed and prompt style."""
+        from wordle_rl.data.rl_rows import RlConfig
+        from wordle_rl.data.sft_games import SftConfig
+
+        d = self.cfg.data
+        run = {"seed": self.cfg.seed, "style": d.style, "think": d.think}
+        return SftConfig(**run, **d.sft), RlConfig(**run, **d.rl)
+
+    def stage_data(self):
+        from wordle_rl.data.files import save_dataset
+        from wordle_rl.data.rl_rows import generate_rl
+        from wordle_rl.data.sft_games import generate_sft
+        from wordle_rl.data.splits import check_leakage
+
+        sft_cfg, rl_cfg = self.data_configs()
+        protocol = sft_cfg.protocol
+        sp = self._splits()
+        with self.console.status(f"playing {sft_cfg.games} solver games"):
+            sft_rows = generate_sft(sp, sft_cfg)
+        check_leakage(sft_rows, sp, "sft", allow_outside=True, protocol=protocol)
+        save_dataset(sft_rows, self.paths["sft_data"], "sft")
+        rl_rows = generate_rl(sp, rl_cfg)
+        check_leakage(rl_rows, sp, "rl", allow_outside=True)
+        save_dataset(rl_rows, self.paths["rl_data"], "rl")
+        return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
+
+    def stage_model(self):
+        from wordle_rl.models.embedded import init_model
+
+        name = self.cfg.model.name
+        if name.startswith("init:"):
+            init_model(self.paths["model"], name.split(":", 1)[1], seed=self.cfg.seed)
+            return {"model": str(self.paths["model"])}
+        return {"model": name}
+
+    def _model_source(self) -> str:
+        name = self.cfg.model.name
+        return str(self.paths["model"]) if name.startswith("init:") else name
+
+    def _resume(self, path: Path) -> bool:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        return path.is_dir() and get_last_checkpoint(str(path)) is not None
+
+    def stage_sft(self):
+        from wordle_rl.training.sft import run_sft
+
+        if not self.cfg.sft.enabled:
+            return {"skipped": True}
+        run_sft(self.sft_config(), resume=self._resume(self.paths["sft"]))
+
+    def sft_config(self):
+        """The SFT stage's ``WordleSFTConfig``: this run's paths, seed and threads, then the ``sft``
+        section."""
+        from wordle_rl.training.sft import WordleSFTConfig
+
+        return WordleSFTConfig(
+            model=self._model_source(),
+            data=str(self.paths["sft_data"]),
+            splits=str(self.paths["splits"]),
+            output_dir=str(self.paths["sft"]),
+            threads=self.cfg.threads,
+            seed=self.cfg.seed,
+            disable_tqdm=False,
+            **self.cfg.sft.settings,
+        )
+
+    def stage_grpo(self):
+        import os
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+        from wordle_rl.evaluation.val_callback import val_callbacks
+        from wordle_rl.training.grpo import run_grpo
+
+        if not self.cfg.grpo.enabled:
+            return {"skipped": True}
+        cfg = self.grpo_config()
+        run_grpo(cfg, resume=self._resume(self.paths["grpo"]), callbacks=val_callbacks(cfg))
+
+    def grpo_config(self):
+        """The GRPO stage's ``WordleGRPOConfig``: this run's paths, seed, threads and prompt style,
+        then the ``grpo`` section. Its SFT loss uses this run's SFT games, weighted inside as the
+        SFT stage weighs its soft targets unless the section says otherwise."""
+        from wordle_rl.data.files import field_default
+        from wordle_rl.training.grpo_config import WordleGRPOConfig
+        from wordle_rl.training.sft import WordleSFTConfig
+
+        t = dict(self.cfg.grpo.settings)
+        start = self.paths["sft"] if self.cfg.sft.enabled else Path(self._model_source())
+        sft_coef = t.get("sft_coef", field_default(WordleGRPOConfig, "sft_coef"))
+        soft = self.cfg.sft.settings.get(
+            "soft_target_weight", field_default(WordleSFTConfig, "soft_target_weight")
+        )
+        t.setdefault("sft_soft_target_weight", soft)
+        t.setdefault("vllm_mode", "colocate")
+        return WordleGRPOConfig(
+            model=str(start),
+            data=str(self.paths["rl_data"]),
+            output_dir=str(self.paths["grpo"]),
+            threads=self.cfg.threads,
+            seed=self.cfg.seed,
+            style=self.cfg.data.style,
+            think=self.cfg.data.think,
+            splits=str(self.paths["splits"]),
+            disable_tqdm=False,
+            sft_data=str(self.paths["sft_data"]) if sft_coef > 0 else None,
+            **t,
+        )
+
+    def check_stages(self) -> None:
+        """Build every enabled stage's config once, so that a bad value stops the job before the
+        first stage rather than after hours of the ones before it."""
+        try:
+            self.data_configs()
+            if self.cfg.sft.enabled:
+                self.sft_config()
+            if self.cfg.grpo.enabled:
+                self.grpo_config()
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad setting: {e}") from e
+
+    def trained(self) -> list[tuple[str, Path]]:
+        out = []
+        if self.cfg.sft.enabled:
+            out.append(("sft", self.paths["sft"]))
+        if self.cfg.grpo.enabled:
+            out.append(("grpo", self.paths["grpo"]))
+        return out
+
+    def stage_eval(self):
+        from wordle_rl.engine.words import load_word_lists
+        from wordle_rl.environment.prompts import PromptStyle
+        from wordle_rl.evaluation.audit import TrainingIndex
+        from wordle_rl.evaluation.evaluate import ModelPolicy, run_eval
+        from wordle_rl.evaluation.recall_probe import (
+            PROBE_FILE,
+            probe_model,
+            probe_summary,
+            recall_states,
+        )
+        from wordle_rl.models.embedded import load_model
+        from wordle_rl.training.move_rollout import RECALL_STATES_DIR
+
+        sp, words = self._splits(), load_word_lists()
+        style = PromptStyle(self.cfg.data.style, think=self.cfg.data.think)
+        t0 = time.perf_counter()
+        index = TrainingIndex.from_paths(
+            [self.paths["sft_data"] / "sft.jsonl", self.paths["rl_data"] / "rl.jsonl"], words
+        )
+        audit_index_s = round(time.perf_counter() - t0, 1)
+        self.console.print(
+            f"training-overlap index: {len(index.pairs):,} imitated moves from {index.rows:,} rows "
+            f"in {audit_index_s} s"
+        )
+        probe = len(self.trained()) == 2 and "free" in self.cfg.eval.decodes
+        states, found = {}, {split: [] for split in self.cfg.eval.splits}
+        for name, path in self.trained():
+            taught = path / RECALL_STATES_DIR  # what the RL term rewarded writing, where
+            seen = index.extended([taught], words) if taught.is_dir() else index
+            model, tok = load_model(str(path), threads=self.cfg.threads)
+            model.eval()
+            for split in self.cfg.eval.splits:
+                for decode in self.cfg.eval.decodes:
+                    policy = ModelPolicy(
+                        model,
+                        tok,
+                        style,
+                        words,
+                        decode=decode,
+                        batch_size=self.cfg.eval.batch_size,
+                        seed=self.cfg.seed,
+                        name=name,
+                    )
+                    res = run_eval(
+                        policy,
+                        self._answers(sp, split),
+                        self._eval_cfg(split, decode),
+                        self.paths["eval"] / split / f"{name}-{decode}",
+                        words,
+                        sp.train,
+                        {"model": str(path)},
+                        index=seen,
+                    )
+                    self.console.print(
+                        f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"
+                    )
+                if probe:  # both models at the SFT model's recall states, loaded once
+                    games = self.paths["eval"] / split / "sft-free" / "games.jsonl"
+                    if split not in states:
+                        states[split] = recall_states(games)
+                    found[split].append(probe_model(model, tok, states[split], style))
+        for split in self.cfg.eval.splits if probe else []:
+            d = self.paths["eval"] / split
+            r = probe_summary(
+                [p for _, p in self.trained()], found[split], d / "sft-free" / "games.jsonl"
+            )
+            (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
+        return {"audit_index_s": audit_index_s}
+
+    def stage_report(self):
+        from wordle_rl.pipeline.report import write_report
+
+        path = write_report(self)
+        self.console.print(f"report -> {path}")
+        return {"report": str(path)}
+
+
+def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runner = Runner(cfg, out, console)
+    runner.check_stages()  # fail now, not after hours of SFT (vLLM missing included)
+    resolved = out / "config.json"
+    if resolved.is_file():
+        old = json.loads(resolved.read_text())
+        if old != json.loads(json.dumps(asdict(cfg))):
+            raise ConfigError(
+                f"{out} holds a run with a different config; use another --out or delete it"
+            )
+    else:
+        resolved.write_text(json.dumps(asdict(cfg), indent=1))
+    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
+    import torch
+
+    torch.set_num_threads(cfg.threads)
+    runner.run()
+    return out / "report.md"
+
+
+def versions() -> dict:
+    from wordle_rl.training.records import library_versions
+
+    packages = "wordle-rl torch transformers trl datasets peft accelerate numpy numba openenv"
+    here = {"python": platform.python_version(), "platform": platform.platform()}
+    return here | library_versions(packages.split())

@@ -1,0 +1,348 @@
+"""SFT batches with soft letter targets: loading conversations, the assistant-only labels, the soft
+targets.
+
+With ``soft_target_weight`` > 0 every guess letter gets a soft target besides the solver's one pick:
+the distribution of that letter over all answer words of the public list that fit the feedback so
+far and share the guess's prefix (:class:`SoftTargets`). It teaches the whole set of words that fit,
+including val/test words, which are never a game's target. :class:`SftBatches` draws seeded batches
+of the same tensors for a loss mixed into another trainer (GRPO's ``sft_coef``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from wordle_rl.engine.game import candidate_indices, str_to_pattern
+from wordle_rl.engine.matrix import pattern_matrix
+from wordle_rl.engine.words import WordList, encode_words, load_word_lists
+
+__all__ = [
+    "load_sft_dataset",
+    "trained_turns",
+    "SoftTargets",
+    "SoftTargetCollator",
+    "soft_target_losses",
+    "SftBatches",
+]
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | None = None):
+    """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``)
+    or a JSONL.
+
+    ``soft=True`` also keeps ``history`` and adds
+    ``soft_turns`` (:func:`trained_turns`) for the soft targets. Given a ``splits`` file, the games'
+    target answers are first checked against it (:func:`wordle_rl.data.splits.check_leakage`: a val
+    or test target is an error).
+    """
+    from datasets import Dataset, load_from_disk
+
+    from wordle_rl.data.files import DataError, read_jsonl
+    from wordle_rl.data.splits import Splits, check_leakage
+
+    p = Path(path)
+    keep = ("messages", "history", "refused_at")
+    read = (*keep, "answer") if splits is not None else keep
+    jsonl = p / "sft.jsonl" if p.is_dir() else p
+    if p.is_dir() and (p / "hf").is_dir():
+        ds = load_from_disk(str(p / "hf"))
+    elif jsonl.is_file():
+        ds = Dataset.from_list([{k: r[k] for k in read if k in r} for r in read_jsonl(jsonl)])
+    else:
+        raise DataError(
+            f"{p}: no SFT data here (expected a folder from `wordle-rl data sft` or a JSONL file)"
+        )
+    if "messages" not in ds.column_names:
+        raise DataError(f"{p}: rows have no 'messages' column")
+    if splits is not None and "answer" in ds.column_names:  # word-pattern exercises have no answer
+        check_leakage(
+            [{"answer": a} for a in ds["answer"] if a is not None],
+            Splits.load(splits),
+            str(p),
+            allow_outside=True,
+        )
+    if soft:
+        if "history" not in ds.column_names:
+            raise DataError(
+                f"{p}: soft targets need solver games with a 'history' column "
+                "(from `wordle-rl data sft`); these rows have none"
+            )
+        ds = ds.select_columns([c for c in keep if c in ds.column_names])
+        drop = ["refused_at"] if "refused_at" in ds.column_names else []
+        ds = ds.map(lambda row: {"soft_turns": trained_turns(row)}, remove_columns=drop)
+    else:
+        ds = ds.select_columns(["messages"])
+    # a game won by its (exploratory, untrained) first move teaches nothing: drop it
+    ds = ds.filter(
+        lambda row: any(
+            m["role"] == "assistant" and m.get("train") is not False for m in row["messages"]
+        )
+    )
+    if len(ds) == 0:
+        raise DataError(f"{p}: no conversation has an assistant turn to learn from")
+    return ds
+
+
+def trained_turns(row: dict) -> list[int]:
+    """For each imitated assistant message of a solver game, the index of its guess in
+    ``row["history"]``.
+
+    The history holds the moves played; a refused move (``refused_at``, an index among the assistant
+    messages) is shown but not played, and moves marked ``"train": false`` are played but not
+    imitated.
+
+    >>> msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant", "train": False},
+    ...         {"role": "user"}, {"role": "assistant"}, {"role": "user"},
+    ...         {"role": "assistant", "train": False}, {"role": "user"}, {"role": "assistant"}]
+    >>> trained_turns({"messages": msgs, "refused_at": 2})
+    [1, 2]
+    """
+    refused = row.get("refused_at")
+    out, played = [], 0
+    assistant = [m for m in row["messages"] if m["role"] == "assistant"]
+    for a, m in enumerate(assistant):
+        if a == refused:
+            continue
+        if m.get("train") is not False:
+            out.append(played)
+        played += 1
+    return out
+
+
+class SoftTargets:
+    """Letter distributions over the answer words that fit a game state (the public answer list).
+
+    >>> st = SoftTargets()
+    >>> dists = st.letter_distributions([("crane", "GGGGX")], "cranf")  # only CRANK fits
+    >>> [(j, LETTERS[int(d.argmax())], float(d.max())) for j, d in dists]
+    [(0, 'c', 1.0), (1, 'r', 1.0), (2, 'a', 1.0), (3, 'n', 1.0), (4, 'k', 1.0)]
+    >>> # no answer starts with ZZ: nothing to say about letters 3-5
+    >>> len(st.letter_distributions([], "zzzzz"))
+    2
+    """
+
+    def __init__(self, words: WordList | None = None):
+        self.words = words or load_word_lists()
+        self.matrix = pattern_matrix(self.words)
+        self.codes = encode_words(self.words.answers)
+        self._cached = lru_cache(maxsize=4096)(self._distributions)  # the early, shared states
+
+    @staticmethod
+    def _key(history) -> tuple:
+        """A hashable cache key of ``[(guess, pattern as int or "GYX.." string)]``."""
+        return tuple((g, p if isinstance(p, str) else int(p)) for g, p in history)
+
+    def _fits(self, history: tuple) -> np.ndarray:
+        """Indices of the answer words that fit a keyed history."""
+        hist = [(g, str_to_pattern(p) if isinstance(p, str) else p) for g, p in history]
+        return candidate_indices(self.words, hist, self.matrix)
+
+    def letter_distributions(self, history, guess: str) -> list[tuple[int, np.ndarray]]:
+        """``[(j, p)]``: for letter ``j`` of ``guess``, ``p[l]`` is the share of fitting answers
+        with ``guess[:j]`` as prefix whose letter ``j`` is ``l``; stops at the first prefix no
+        fitting answer has."""
+        return self._cached(self._key(history), guess)
+
+    def _distributions(self, history: tuple, guess: str) -> list[tuple[int, np.ndarray]]:
+        codes = self.codes[self._fits(history)]
+        target = encode_words([guess])[0]
+        out = []
+        for j in range(len(target)):
+            if len(codes) == 0:
+                break
+            out.append((j, np.bincount(codes[:, j], minlength=26).astype(np.float32) / len(codes)))
+            codes = codes[codes[:, j] == target[j]]
+        return out
+
+
+class SoftTargetCollator:
+    """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess
+    token) and ``soft_probs`` (its target over ``target_ids``) for the imitated guesses of each
+    game.
+
+    The tokenizer must spell a guess one letter per token: each letter's target is its
+    distribution over the fitting answer words with the guess's prefix (``target_ids``: the 26
+    letters).
+    """
+
+    def __init__(self, base, tokenizer, targets: SoftTargets | None = None):
+        self.base = base
+        self.targets = targets or SoftTargets()
+        ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
+        spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
+        if tokenizer.unk_token_id in ids or spelled != _ids_of("crane", ids):
+            raise ValueError(
+                "soft targets need a tokenizer that spells a guess one letter per token (the "
+                "embedded default does; a BPE tokenizer such as Qwen's does not): set "
+                "soft_target_weight=0"
+            )
+        self.letter_ids = self.target_ids = ids
+
+    def _targets(
+        self, history, k: int, guess: str, span: list[int]
+    ) -> list[tuple[int, np.ndarray]]:
+        """``[(offset in span of the logit, target)]`` for the guess of turn ``k``."""
+        at = _find_last(span, _ids_of(guess, self.letter_ids))
+        if at is None:
+            raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
+        return [(at + j - 1, p) for j, p in self.targets.letter_distributions(history[:k], guess)]
+
+    def __call__(self, examples: list[dict]) -> dict:
+        extras = [(ex.pop("history", None), ex.pop("soft_turns", None)) for ex in examples]
+        index, probs = [], []
+        for b, (ex, (history, turns)) in enumerate(zip(examples, extras)):
+            if not history or not turns:
+                continue
+            spans = _label_spans(ex["labels"])
+            if len(spans) != len(turns):
+                raise ValueError(
+                    f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in "
+                    f"the "
+                    "game's history (was the conversation truncated? raise max_length)"
+                )
+            for (start, end), k in zip(spans, turns):
+                for offset, p in self._targets(
+                    history, k, history[k][0], ex["input_ids"][start:end]
+                ):
+                    # the logit one position before a token predicts it
+                    index.append((b, start + offset))
+                    probs.append(p)
+        batch = self.base(examples)
+        batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
+        batch["soft_probs"] = (
+            torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, len(self.target_ids))
+        )
+        return batch
+
+
+def _ids_of(word: str, letter_ids: list[int]) -> list[int]:
+    return [letter_ids[ord(c) - ord("a")] for c in word]
+
+
+def _label_spans(labels: list[int]) -> list[tuple[int, int]]:
+    """``[(start, end)]`` of the runs of trained tokens (labels other than -100)."""
+    spans, start = [], None
+    for i, lab in enumerate(labels):
+        if lab != -100 and start is None:
+            start = i
+        elif lab == -100 and start is not None:
+            spans.append((start, i))
+            start = None
+    if start is not None:
+        spans.append((start, len(labels)))
+    return spans
+
+
+def _find_last(seq: list[int], sub: list[int]) -> int | None:
+    for i in range(len(seq) - len(sub), -1, -1):
+        if seq[i : i + len(sub)] == sub:
+            return i
+    return None
+
+
+def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_items=None):
+    """``(hard, soft, token accuracy, model output)`` of a batch from :class:`SoftTargetCollator`:
+    the mean cross-entropy of the hard labels (over ``num_items`` tokens when given, else the
+    batch's) and the mean cross-entropy of the soft targets (``inputs`` loses its
+    ``soft_index``/``soft_probs``; without them, or with no ``target_ids``, the soft part is 0)."""
+    soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
+    labels = inputs["labels"][:, 1:]
+    out = model(
+        input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False
+    )
+    logp = out.logits[:, :-1].float().log_softmax(-1)
+    mask = labels != -100
+    token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    n = mask.sum() if num_items is None else num_items
+    hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
+    if soft_index is None or target_ids is None or not len(soft_index):
+        soft = hard.new_zeros(())
+    else:
+        targets = logp[soft_index[:, 0], soft_index[:, 1]][:, target_ids]
+        soft = -(soft_probs.to(targets) * targets).sum(-1).mean()
+    with torch.no_grad():
+        accuracy = (((logp.argmax(-1) == labels) & mask).sum() / mask.sum().clamp(min=1)).item()
+    return hard, soft, accuracy, out
+
+
+class SftBatches:
+    """Random batches of SFT games for a loss mixed into another trainer (GRPO's ``sft_coef``,
+    PPO-ptx style).
+
+    Each conversation is tokenized with the chat template's assistant mask (the loss is on the
+    imitated assistant turns, as in ``wordle-rl sft``) and collated with the soft targets
+    (``soft=False``: hard labels only, for a tokenizer without them). Batch ``k`` is drawn by
+    ``numpy.random.default_rng([seed, k])`` (``[seed, k, rank]`` on the other ranks of a
+    multi-process run), so a resumed run draws the same batches as an unbroken one.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        tokenizer,
+        batch_size: int = 32,
+        seed: int = 0,
+        splits=None,
+        soft: bool = True,
+    ):
+        from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+        self.dataset = load_sft_dataset(path, soft=soft, splits=splits)
+        if batch_size < 1 or batch_size > len(self.dataset):
+            raise ValueError(
+                f"SFT batch size {batch_size} must be between 1 and the {len(self.dataset)} games "
+                f"of {path}"
+            )
+        self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
+        # as `wordle-rl sft` pads
+        pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)
+        self.collate = SoftTargetCollator(pad, tokenizer) if soft else pad
+
+    @property
+    def target_ids(self) -> list[int] | None:
+        return getattr(self.collate, "target_ids", None)
+
+    def indices(self, k: int, rank: int = 0) -> list[int]:
+        """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its
+        own)."""
+        key = [self.seed, k] if rank == 0 else [self.seed, k, rank]
+        return sorted(
+            int(i)
+            for i in np.random.default_rng(key).choice(
+                len(self.dataset), self.batch_size, replace=False
+            )
+        )
+
+    def batch(self, k: int, rank: int = 0) -> dict:
+        """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels,
+        soft_index, soft_probs)."""
+        return self.collate_games(self.indices(k, rank))
+
+    def collate_games(self, indices: list[int]) -> dict:
+        """The batch of the SFT games at ``indices``."""
+        return self.collate([self._encode(self.dataset[i]) for i in indices])
+
+    def _encode(self, row: dict) -> dict:
+        enc = self.tokenizer.apply_chat_template(
+            row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        ids, marks = list(enc["input_ids"]), enc["assistant_masks"]
+        if not any(marks):
+            raise ValueError(
+                "the SFT loss needs a chat template that marks assistant turns with {% generation "
+                "%} (as the embedded default's does); this tokenizer's marks none, so there is "
+                "nothing to learn from: set sft_coef=0, or give the tokenizer such a template"
+            )
+        labels = [t if m else -100 for t, m in zip(ids, marks)]
+        return {
+            "input_ids": ids,
+            "labels": labels,
+            "history": row.get("history"),
+            "soft_turns": row.get("soft_turns"),
+        }
