@@ -158,7 +158,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
         max_steps = getattr(load_config("quick"), stage).settings["max_steps"]
         log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
         done = max(e["step"] for e in log)
-        row = next(line for line in text.splitlines() if line.startswith(f"| {stage} | "))
+        training = text.split("## Training")[1].splitlines()
+        row = next(line for line in training if line.startswith(f"| {stage} | "))
         assert row.startswith(f"| {stage} | {done} of {max_steps} |"), row
         assert ("max_steps" in row) == (done == max_steps)
     val = [json.loads(x) for x in (out / "grpo" / "val_eval.jsonl").read_text().splitlines()]
@@ -166,7 +167,15 @@ def test_quick_pipeline_end_to_end(tmp_path):
         0,
         2,
     ] and f"| 2 | {100 * val[1]['val_win_rate']:.1f} % |" in text
-    assert (out / "plots" / "grpo_val_curve.png").is_file() and "won only by SFT" in text
+    assert (out / "plots" / "grpo_val_curve.png").is_file() and "| sft | grpo | free |" in text
+    # the job's model: the val check's best, never worse on val than the SFT model (step 0)
+    picked = json.loads((out / "selected.json").read_text())
+    assert picked["name"] in ("sft", "grpo") and "## The job's model" in text
+    assert picked["val"]["val_mean_guesses_per_game"] <= val[0]["val_mean_guesses_per_game"]
+    assert picked["val"]["step"] == (0 if picked["name"] == "sft" else 2)
+    assert all(v["games"] == 24 for v in val)
+    assert (out / "final" / "model.safetensors").is_file()
+    assert not any((out / "final").glob("checkpoint-*"))
     # a rerun skips every finished stage; a different config in the same folder is refused
     before = {p.name: p.stat().st_mtime for p in (out / "markers").iterdir()}
     run_pipeline(load_config("quick"), out, console)
@@ -246,3 +255,49 @@ def test_training_commands_with_no_flags_train_like_the_main_job(tmp_path):
         cli = asdict(_parse_config(cls, None, flags))
         differ = {k: (ours[k], cli[k]) for k in ours if ours[k] != cli[k]}
         assert differ == {}, (cls.__name__, differ)
+
+
+def test_the_jobs_model_is_the_val_checks_best_and_sft_wins_ties(tmp_path):
+    """The select stage copies the model with the fewest val guesses per game to final/: the SFT
+    model when no GRPO step beats it, else the kept GRPO step (the last step's own folder, or
+    best-val/ for an earlier one)."""
+    from wordle_rl.pipeline.runner import Runner
+    from wordle_rl.pipeline.select import select_model
+
+    def run_with(records, best_step):
+        out = tmp_path / f"run-{best_step}-{len(records)}"
+        runner = Runner(load_config("quick"), out, Console(file=open(tmp_path / "l", "w")))
+        for name in ("sft", "grpo", "grpo/best-val", "grpo/checkpoint-2"):
+            (out / name).mkdir(parents=True, exist_ok=True)
+            (out / name / "model.safetensors").write_text(name)
+        (out / "sft" / "checkpoint-30").mkdir()
+        (out / "grpo" / "val_eval.jsonl").write_text(
+            "".join(
+                json.dumps({"step": s, "games": 24, "val_mean_guesses_per_game": g}) + "\n"
+                for s, g in records
+            )
+        )
+        best = next(r for r in records if r[0] == best_step)
+        model = out / ("sft" if best_step == 0 else "grpo/best-val")
+        (out / "grpo" / "best_val.json").write_text(
+            json.dumps(
+                {
+                    "step": best_step,
+                    "games": 24,
+                    "val_mean_guesses_per_game": best[1],
+                    "model": str(model),
+                }
+            )
+        )
+        return out, select_model(runner)
+
+    out, picked = run_with([(0, 4.0), (2, 4.0), (4, 4.2)], 0)
+    assert picked["name"] == "sft" and (out / "final" / "model.safetensors").read_text() == "sft"
+    assert not (out / "final" / "checkpoint-30").exists()
+    out, picked = run_with([(0, 4.1), (2, 3.9), (4, 4.2)], 2)
+    assert picked["name"] == "final" and picked["step"] == 2 and picked["last_step"] == 4
+    assert (out / "final" / "model.safetensors").read_text() == "grpo/best-val"
+    assert "3.900" in picked["why"] and "4.100" in picked["why"]
+    out, picked = run_with([(0, 4.1), (4, 3.8)], 4)
+    assert picked["name"] == "grpo" and (out / "final" / "model.safetensors").read_text() == "grpo"
+    assert not (out / "final" / "best-val").exists()

@@ -15,6 +15,7 @@ from wordle_rl.evaluation.tables import (
     fmt_pct,
     summary_cells,
 )
+from wordle_rl.pipeline.select import selection_lines
 
 __all__ = ["write_report", "results_rows", "training_summary"]
 
@@ -60,31 +61,34 @@ def _audit_lines(runs: list[tuple[str, dict]]) -> list[str]:
 
 
 def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str]:
-    """GRPO against its SFT model on the same answers, per decoding
+    """Every trained model against each earlier one on the same answers, per decoding
     (:mod:`wordle_rl.evaluation.stats`)."""
     from wordle_rl.evaluation.stats import paired_comparison, read_games
 
     names = {name for name, _ in runs}
-    decodes = [d for d in cfg.eval.decodes if {f"sft-{d}", f"grpo-{d}"} <= names]
-    if not decodes:
+    models = [m for m in ("sft", "grpo", "final") if any(n.startswith(f"{m}-") for n in names)]
+    pairs = [(a, b) for k, a in enumerate(models) for b in models[k + 1 :]]
+    rows = [
+        (a, b, d) for a, b in pairs for d in cfg.eval.decodes if {f"{a}-{d}", f"{b}-{d}"} <= names
+    ]
+    if not rows:
         return []
     lines = [
         "",
-        "SFT + GRPO against its SFT model, paired on the same answers (a loss counts as 7 guesses; "
-        "exact McNemar test on the games won by only one, Wilcoxon signed-rank test on guesses "
-        "per game):",
+        "Each trained model against the others, paired on the same answers (a loss counts as 7 "
+        "guesses; exact McNemar test on the games won by only one, Wilcoxon signed-rank test on "
+        "guesses per game):",
         "",
-        "| decoding | won only by SFT | won only by GRPO | McNemar p | mean guesses SFT | mean "
-        "guesses GRPO | "
-        "difference | Wilcoxon p |",
-        "|---|---|---|---|---|---|---|---|",
+        "| A | B | decoding | won only by A | won only by B | McNemar p | mean guesses A | "
+        "mean guesses B | B - A | Wilcoxon p |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for d in decodes:
-        r = paired_comparison(read_games(eval_dir / f"sft-{d}"), read_games(eval_dir / f"grpo-{d}"))
+    for a, b, d in rows:
+        r = paired_comparison(read_games(eval_dir / f"{a}-{d}"), read_games(eval_dir / f"{b}-{d}"))
         lines.append(
-            f"| {d} | {r['only_a']} | {r['only_b']} | {r['mcnemar_p']:.3g} | "
-            f"{r['mean_guesses_a']:.3f} | "
-            f"{r['mean_guesses_b']:.3f} | {r['mean_guesses_diff']:+.3f} | {r['wilcoxon_p']:.3g} |"
+            f"| {a} | {b} | {d} | {r['only_a']} | {r['only_b']} | {r['mcnemar_p']:.3g} | "
+            f"{r['mean_guesses_a']:.3f} | {r['mean_guesses_b']:.3f} | "
+            f"{r['mean_guesses_diff']:+.3f} | {r['wilcoxon_p']:.3g} |"
         )
     return lines
 
@@ -114,7 +118,8 @@ def write_report(runner) -> Path:
 
     out: Path = runner.out
     plots = out / "plots"
-    lines = [f"# wordle-rl run `{runner.cfg.name}`", ""]
+    lines = [f"# wordle-rl run `{runner.cfg.name}`", "", *selection_lines(out)]
+    lines += _training_warnings(runner)
     runs: list[tuple[str, dict]] = []
     for split in runner.cfg.eval.splits:
         split_runs = results_rows(runner.paths["eval"] / split)
@@ -166,7 +171,8 @@ def write_report(runner) -> Path:
         records = [json.loads(x) for x in val_file.read_text().splitlines()]
         lines += [
             "",
-            "GRPO: greedy play on a seeded sample of val answers during training",
+            "GRPO: greedy play on the val answers during training (step 0 is the SFT model; the "
+            "step with the fewest guesses per game is the one kept)",
             "",
             "| step | val win rate | mean guesses on wins | mean guesses per game (loss = 7) |",
             "|---|---|---|---|",
@@ -265,16 +271,7 @@ def training_summary(log: list[dict], max_steps: int, budget_minutes: float | No
 def _training_lines(runner) -> list[str]:
     """The training stages' step counts: a budget that ends SFT early on a slow machine costs
     held-out wins."""
-    rows = []
-    for stage in ("sft", "grpo"):
-        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
-        if not log_file.is_file():
-            continue
-        cfg = runner.sft_config() if stage == "sft" else runner.grpo_config()
-        t = training_summary(
-            json.loads(log_file.read_text()), cfg.max_steps, cfg.time_budget_minutes
-        )
-        rows.append((stage, t))
+    rows = _training_summaries(runner)
     if not rows:
         return []
     lines = [
@@ -290,15 +287,31 @@ def _training_lines(runner) -> list[str]:
             f"| {stage} | {t['steps']:,} of {t['max_steps']:,} | {seconds} | "
             f"{t['steps_per_s'] or '-'} | {t['ended_by']} |"
         )
-    sft = dict(rows).get("sft")
-    if sft and sft["steps"] < sft["max_steps"]:
-        lines += [
-            "",
-            f"The SFT stage ended at {sft['steps']:,} of {sft['max_steps']:,} steps: this machine "
-            f"fits fewer "
-            "steps in the budget, and held-out wins grow with the SFT steps done.",
-        ]
     return lines
+
+
+def _training_summaries(runner) -> list[tuple[str, dict]]:
+    """(stage, :func:`training_summary`) of each training stage that left a log."""
+    rows = []
+    for stage in ("sft", "grpo"):
+        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
+        if log_file.is_file():
+            cfg = runner.sft_config() if stage == "sft" else runner.grpo_config()
+            log = json.loads(log_file.read_text())
+            rows.append((stage, training_summary(log, cfg.max_steps, cfg.time_budget_minutes)))
+    return rows
+
+
+def _training_warnings(runner) -> list[str]:
+    """A loud line at the top for each stage that a time budget cut short: its model depends on
+    the machine's speed."""
+    return [
+        f"> **Warning: the {stage} stage's time budget ended it at {t['steps']:,} of "
+        f"{t['max_steps']:,} steps.** Its model depends on this machine's speed; without a "
+        "budget (the default) every machine trains the same steps.\n"
+        for stage, t in _training_summaries(runner)
+        if t["ended_by"].startswith("time budget")
+    ]
 
 
 def _recall_lines(runner) -> list[str]:

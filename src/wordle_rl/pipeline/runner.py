@@ -15,33 +15,17 @@ last checkpoint.
 from __future__ import annotations
 
 import json
-import platform
-import resource
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from wordle_rl.pipeline.config import ConfigError, PipelineConfig
+from wordle_rl.pipeline.machine import peak_rss_gib, versions
 
-__all__ = ["run_pipeline", "Runner", "STAGES", "peak_rss_gib", "versions"]
-
-
-STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "eval", "report")
+__all__ = ["run_pipeline", "Runner", "STAGES"]
 
 
-# --------------------------------------------------------------------------- stages
-def peak_rss_gib() -> float:
-    """The largest resident set size so far of this process or any of its finished children, in GiB
-    (Linux).
-
-    >>> 0 < peak_rss_gib() < 1024
-    True
-    """
-    kib = max(
-        resource.getrusage(who).ru_maxrss
-        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return round(kib / 2**20, 2)
+STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "select", "eval", "report")
 
 
 class Runner:
@@ -274,12 +258,26 @@ class Runner:
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad setting: {e}") from e
 
+    def stage_select(self):
+        from wordle_rl.pipeline.select import select_model
+
+        picked = select_model(self)
+        self.console.print(f"the job's model: {picked['name']} ({picked['why']})")
+        return {"selected": picked["name"]}
+
     def trained(self) -> list[tuple[str, Path]]:
+        """The models to evaluate: each trained stage's, and the job's model where the val check
+        chose a GRPO step before the last."""
+        from wordle_rl.pipeline.select import SELECTED_FILE
+
         out = []
         if self.cfg.sft.enabled:
             out.append(("sft", self.paths["sft"]))
         if self.cfg.grpo.enabled:
             out.append(("grpo", self.paths["grpo"]))
+        selected = self.out / SELECTED_FILE
+        if selected.is_file() and json.loads(selected.read_text())["name"] == "final":
+            out.append(("final", self.out / "final"))
         return out
 
     def stage_eval(self):
@@ -307,10 +305,13 @@ class Runner:
             f"training-overlap index: {len(index.pairs):,} imitated moves from {index.rows:,} rows "
             f"in {audit_index_s} s"
         )
-        probe = len(self.trained()) == 2 and "free" in self.cfg.eval.decodes
+        names = [name for name, _ in self.trained()]
+        probe = names[:2] == ["sft", "grpo"] and "free" in self.cfg.eval.decodes
         states, found = {}, {split: [] for split in self.cfg.eval.splits}
         for name, path in self.trained():
-            taught = path / RECALL_STATES_DIR  # what the RL term rewarded writing, where
+            # what the RL term rewarded writing, where (for a GRPO step before the last, the whole
+            # stage's: the audit then counts more moves as imitated, never fewer)
+            taught = (self.paths["grpo"] if name == "final" else path) / RECALL_STATES_DIR
             seen = index.extended([taught], words) if taught.is_dir() else index
             model, tok = load_model(str(path), threads=self.cfg.threads)
             model.eval()
@@ -339,7 +340,7 @@ class Runner:
                     self.console.print(
                         f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"
                     )
-                if probe:  # both models at the SFT model's recall states, loaded once
+                if probe and name != "final":  # both at the SFT model's recall states
                     games = self.paths["eval"] / split / "sft-free" / "games.jsonl"
                     if split not in states:
                         states[split] = recall_states(games)
@@ -347,7 +348,9 @@ class Runner:
         for split in self.cfg.eval.splits if probe else []:
             d = self.paths["eval"] / split
             r = probe_summary(
-                [p for _, p in self.trained()], found[split], d / "sft-free" / "games.jsonl"
+                [p for n, p in self.trained() if n != "final"],
+                found[split],
+                d / "sft-free" / "games.jsonl",
             )
             (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
@@ -380,11 +383,3 @@ def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
     torch.set_num_threads(cfg.threads)
     runner.run()
     return out / "report.md"
-
-
-def versions() -> dict:
-    from wordle_rl.training.records import library_versions
-
-    packages = "wordle-rl torch transformers trl datasets peft accelerate numpy numba openenv"
-    here = {"python": platform.python_version(), "platform": platform.platform()}
-    return here | library_versions(packages.split())

@@ -64,7 +64,11 @@ class WordleGRPOConfig(GRPOConfig):
     seed: int = field(default=0, metadata={"help": "Seed of rollouts, batches and dropout."})
     max_steps: int = field(default=400, metadata={"help": "Optimizer steps."})
     time_budget_minutes: float | None = field(
-        default=30.0, metadata={"help": "Stop (and save) after this long."}
+        default=None,
+        metadata={
+            "help": "Stop (and save) after this long; None: train all max_steps, the same model "
+            "on any machine."
+        },
     )
     num_generations: int = field(
         default=2,
@@ -114,13 +118,18 @@ class WordleGRPOConfig(GRPOConfig):
         metadata={"help": "Old name of activation_checkpointing; when given, it wins."},
     )
     eval_val_every: int = field(
-        default=50, metadata={"help": "Evaluate on the val split every N steps (0 = off)."}
-    )
-    eval_val_games: int = field(
-        default=100,
+        default=50,
         metadata={
-            "help": "Val answers per evaluation: a random sample drawn with the run's seed, the "
-            "same at every step."
+            "help": "Play the val answers greedily every N steps, at step 0 and at the last step, "
+            "and keep the best model (0 = off)."
+        },
+    )
+    eval_val_games: int | None = field(
+        default=None,
+        metadata={
+            "help": "Val answers per evaluation (None: every one); a sample is drawn with the "
+            "run's seed, the same at every step. The step with the fewest guesses per game is "
+            "the run's best model (best-val/, best_val.json)."
         },
     )
     splits: str = field(

@@ -68,9 +68,10 @@ class WordleSFTConfig(SFTConfig):
         default=2, metadata={"help": "torch CPU threads (use 1 on a busy 2-core machine)."}
     )
     time_budget_minutes: float | None = field(
-        default=30.0,
+        default=None,
         metadata={
-            "help": "Stop (and save) once training has run this long (counted across --resume)."
+            "help": "Stop (and save) once training has run this long (counted across --resume); "
+            "None: train all max_steps, the same model on any machine."
         },
     )
     lr_schedule_follows_budget: bool = field(

@@ -1,0 +1,75 @@
+"""The job's model: the one of its trained models that plays val best, never one worse than SFT.
+
+The GRPO stage plays the val answers greedily at step 0 (its starting model, the SFT model), every
+``eval_val_every`` steps and at its last step, and keeps the model with the fewest guesses per game
+(a loss counts as 7; the earlier step on a tie, so the SFT model wins ties):
+:mod:`wordle_rl.evaluation.val_callback`. The ``select`` stage copies that model to ``final/`` and
+writes ``selected.json`` with the step, the val figures and the reason; test plays no part. The
+report names the chosen model, and every trained model is still evaluated against the others.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from wordle_rl.evaluation.val_callback import BEST_FILE, LOG_FILE
+
+__all__ = ["SELECTED_FILE", "select_model", "selection_lines"]
+
+SELECTED_FILE = "selected.json"
+
+
+def _records(grpo: Path) -> list[dict]:
+    log = grpo / LOG_FILE
+    return [json.loads(x) for x in log.read_text().splitlines() if x] if log.is_file() else []
+
+
+def select_model(runner) -> dict:
+    """Choose the job's model (see the module docstring), copy it to ``final/`` and record why."""
+    grpo, out = runner.paths["grpo"], runner.out
+    records = _records(grpo) if runner.cfg.grpo.enabled else []
+    if records and (grpo / BEST_FILE).is_file():
+        best = json.loads((grpo / BEST_FILE).read_text())
+        last = max(r["step"] for r in records)
+        start = min(records, key=lambda r: r["step"])
+        name = "sft" if best["step"] == 0 else "grpo" if best["step"] == last else "final"
+        path = Path(best["model"]) if name != "grpo" else grpo
+        why = (
+            f"fewest val guesses per game ({best['val_mean_guesses_per_game']:.3f}, a loss as 7) "
+            f"of the {len(records)} GRPO val checks on {best['games']} answers; the SFT model "
+            f"(step 0) read {start['val_mean_guesses_per_game']:.3f}"
+        )
+        picked = {"name": name, "step": best["step"], "last_step": last, "why": why}
+        picked |= {"val": best, "sft_val": start}
+    else:
+        name = "grpo" if runner.cfg.grpo.enabled else "sft"
+        path = runner.paths[name] if runner.cfg.sft.enabled or name == "grpo" else None
+        if path is None:
+            raise ValueError("no trained model to choose: both the sft and grpo stages are off")
+        picked = {"name": name, "why": "the last trained stage (no GRPO val check ran)"}
+    final = out / "final"
+    if final.exists():
+        shutil.rmtree(final)
+    shutil.copytree(path, final, ignore=shutil.ignore_patterns("checkpoint-*", "best-val"))
+    picked["model"] = str(final)
+    (out / SELECTED_FILE).write_text(json.dumps(picked, indent=1) + "\n")
+    return picked
+
+
+def selection_lines(out: Path) -> list[str]:
+    """The report's section on the job's model."""
+    f = out / SELECTED_FILE
+    if not f.is_file():
+        return []
+    s = json.loads(f.read_text())
+    what = {"sft": "the SFT model", "grpo": "the GRPO model of the last step"}.get(
+        s["name"], f"the GRPO model of step {s.get('step')}"
+    )
+    return [
+        "## The job's model",
+        "",
+        f"`{s['model']}` is {what}, chosen on val: {s['why']}. Test played no part in the choice.",
+        "",
+    ]
