@@ -1,7 +1,8 @@
 """wordle-rl: train language models to play Wordle with reinforcement learning.
 
-Layers point one way: ``words``/``game`` (pure, numpy) <- ``solvers`` <-
-``env``/``rewards``/``prompts`` <- ``data`` <- ``train``/``eval`` <- ``cli``.
+One subpackage per layer, each importing only itself and the layers before it: ``engine`` <-
+``environment`` <- ``data`` <- ``models`` <- ``training`` <- ``evaluation`` <- ``pipeline`` <-
+``cli``.
 """
 
 __version__ = "0.1.0"
