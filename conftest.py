@@ -1,4 +1,5 @@
-"""Shared fixtures: a private cache directory, the canonical word lists, their pattern matrix, a micro model."""
+"""Shared fixtures: a private cache directory, the canonical word lists, their pattern matrix, a
+micro model."""
 
 import os
 
@@ -38,8 +39,8 @@ def micro(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def trained_micro(tmp_path_factory, words):
-    """A micro model after a few SFT steps (it writes guesses sometimes, so groups have reward spread), its SFT
-    games and a dozen RL rows."""
+    """A micro model after a few SFT steps (it writes guesses sometimes, so groups have reward
+    spread), its SFT games and a dozen RL rows."""
     from wordle_rl.data.files import save_dataset
     from wordle_rl.data.rl_rows import RlConfig, generate_rl
     from wordle_rl.data.sft_games import SftConfig, generate_sft
@@ -49,15 +50,30 @@ def trained_micro(tmp_path_factory, words):
     root = tmp_path_factory.mktemp("grpo")
     raw = init_model(root / "micro", "micro", seed=1)
     splits = make_splits(words, seed=0)
-    sft_rows = generate_sft(splits, SftConfig(games=200, seed=1, think=False,
-                                              solver_mix="entropy:1", recall_share=0.0), words)
+    sft_rows = generate_sft(
+        splits,
+        SftConfig(games=200, seed=1, think=False, solver_mix="entropy:1", recall_share=0.0),
+        words,
+    )
     save_dataset(sft_rows, root / "sft", "sft")
-    model = run_sft(WordleSFTConfig(model=str(raw), data=str(root / "sft"), output_dir=str(root / "sft-model"),
-                                    max_steps=60, per_device_train_batch_size=16, learning_rate=1e-2,
-                                    threads=1, save_steps=1000, disable_tqdm=True))
-    rows = generate_rl(splits, RlConfig(rows=12, seed=0, think=False, depth_mix="0:0.5,2:0.5",
-                                        wide_share=0.0),
-                       words)
+    model = run_sft(
+        WordleSFTConfig(
+            model=str(raw),
+            data=str(root / "sft"),
+            output_dir=str(root / "sft-model"),
+            max_steps=60,
+            per_device_train_batch_size=16,
+            learning_rate=1e-2,
+            threads=1,
+            save_steps=1000,
+            disable_tqdm=True,
+        )
+    )
+    rows = generate_rl(
+        splits,
+        RlConfig(rows=12, seed=0, think=False, depth_mix="0:0.5,2:0.5", wide_share=0.0),
+        words,
+    )
     save_dataset(rows, root / "rl", "rl")
     return root, model
 

@@ -50,6 +50,8 @@ ModelThinkOpt = Annotated[
         "else no).",
     ),
 ]
+# a command whose config dataclass's fields are its flags, parsed by parse_config
+PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 SplitsOpt = Annotated[
     Path, typer.Option("--splits", help="Splits file from `wordle-rl data split`.")
 ]

@@ -17,6 +17,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from wordle_rl.cli.common import (
+    PASSTHROUGH,
     SplitsOpt,
     StyleOpt,
     ThinkOpt,
@@ -30,7 +31,6 @@ from wordle_rl.engine.words import load_word_lists
 from wordle_rl.environment.prompts import DEFAULT_STYLE
 
 app = typer.Typer(no_args_is_help=True, help="Generate and check training data.")
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 ConfigOpt = Annotated[Path | None, typer.Option(help="YAML/JSON file of the config's fields.")]
 
 
@@ -56,7 +56,7 @@ def data_split(
     )
 
 
-@app.command("sft", context_settings=_PASSTHROUGH)
+@app.command("sft", context_settings=PASSTHROUGH)
 def data_sft(
     ctx: typer.Context,
     splits: SplitsOpt = Path("data/splits.json"),
@@ -81,7 +81,7 @@ def data_sft(
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({dt:.1f} s)")
 
 
-@app.command("rl", context_settings=_PASSTHROUGH)
+@app.command("rl", context_settings=PASSTHROUGH)
 def data_rl(
     ctx: typer.Context,
     splits: SplitsOpt = Path("data/splits.json"),

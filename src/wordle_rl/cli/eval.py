@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from wordle_rl.cli.common import (
+    PASSTHROUGH,
     ModelStyleOpt,
     ModelThinkOpt,
     console,
@@ -32,10 +33,7 @@ from wordle_rl.models.prompt_record import model_style
 app = typer.Typer()
 
 
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-@app.command("eval", context_settings=_PASSTHROUGH)
+@app.command("eval", context_settings=PASSTHROUGH)
 def eval_cmd(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="Local model path or hub id.")] = None,

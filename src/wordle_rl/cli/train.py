@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from wordle_rl.cli.common import console, fail, parse_config
+from wordle_rl.cli.common import PASSTHROUGH, console, fail, parse_config
 
 app = typer.Typer()
 
@@ -40,10 +40,7 @@ def init_model_cmd(
     console.print(f"{preset} model ({meta['parameters'] / 1e6:.2f} M parameters) -> {path}")
 
 
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-@app.command(context_settings=_PASSTHROUGH)
+@app.command(context_settings=PASSTHROUGH)
 def sft(
     ctx: typer.Context,
     config: Annotated[
@@ -68,7 +65,7 @@ def sft(
     console.print(f"model -> {out}")
 
 
-@app.command(context_settings=_PASSTHROUGH)
+@app.command(context_settings=PASSTHROUGH)
 def grpo(
     ctx: typer.Context,
     config: Annotated[

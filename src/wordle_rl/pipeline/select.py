@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from wordle_rl.evaluation.val_callback import BEST_FILE, LOG_FILE
+from wordle_rl.evaluation.val_callback import BEST_DIR, BEST_FILE, LOG_FILE
 
 __all__ = ["SELECTED_FILE", "select_model", "selection_lines"]
 
@@ -35,7 +35,8 @@ def select_model(runner) -> dict:
         last = max(r["step"] for r in records)
         start = min(records, key=lambda r: r["step"])
         name = "sft" if best["step"] == 0 else "grpo" if best["step"] == last else "final"
-        path = Path(best["model"]) if name != "grpo" else grpo
+        sft = runner.paths["sft"] if runner.cfg.sft.enabled else Path(best["model"])
+        path = {"sft": sft, "grpo": grpo, "final": grpo / BEST_DIR}[name]
         why = (
             f"fewest val guesses per game ({best['val_mean_guesses_per_game']:.3f}, a loss as 7) "
             f"of the {len(records)} GRPO val checks on {best['games']} answers; the SFT model "
@@ -43,12 +44,14 @@ def select_model(runner) -> dict:
         )
         picked = {"name": name, "step": best["step"], "last_step": last, "why": why}
         picked |= {"val": best, "sft_val": start}
-    else:
+    elif runner.cfg.sft.enabled or runner.cfg.grpo.enabled:
         name = "grpo" if runner.cfg.grpo.enabled else "sft"
-        path = runner.paths[name] if runner.cfg.sft.enabled or name == "grpo" else None
-        if path is None:
-            raise ValueError("no trained model to choose: both the sft and grpo stages are off")
+        path = runner.paths[name]
         picked = {"name": name, "why": "the last trained stage (no GRPO val check ran)"}
+    else:  # nothing trained: the model the job started from is its model
+        picked = {"name": "model", "why": "no stage trained it", "model": runner._model_source()}
+        (out / SELECTED_FILE).write_text(json.dumps(picked, indent=1) + "\n")
+        return picked
     final = out / "final"
     if final.exists():
         shutil.rmtree(final)
@@ -64,9 +67,11 @@ def selection_lines(out: Path) -> list[str]:
     if not f.is_file():
         return []
     s = json.loads(f.read_text())
-    what = {"sft": "the SFT model", "grpo": "the GRPO model of the last step"}.get(
-        s["name"], f"the GRPO model of step {s.get('step')}"
-    )
+    what = {
+        "sft": "the SFT model",
+        "grpo": "the GRPO model of the last step",
+        "model": "the starting model",
+    }.get(s["name"], f"the GRPO model of step {s.get('step')}")
     return [
         "## The job's model",
         "",
