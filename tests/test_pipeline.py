@@ -301,3 +301,8 @@ def test_the_jobs_model_is_the_val_checks_best_and_sft_wins_ties(tmp_path):
     out, picked = run_with([(0, 4.1), (4, 3.8)], 4)
     assert picked["name"] == "grpo" and (out / "final" / "model.safetensors").read_text() == "grpo"
     assert not (out / "final" / "best-val").exists()
+    cfg = load_config("quick")  # nothing trained: the starting model is the job's model
+    cfg.sft.enabled = cfg.grpo.enabled = False
+    runner = Runner(cfg, tmp_path / "none", Console(file=open(tmp_path / "l", "w")))
+    assert select_model(runner)["model"] == str(tmp_path / "none" / "model")
+    assert not (tmp_path / "none" / "final").exists()
