@@ -22,7 +22,7 @@ from transformers import TrainerCallback
 from wordle_rl.environment.prompts import PromptStyle
 from wordle_rl.models.embedded import eval_mode
 
-__all__ = ["ValEvalCallback", "val_callbacks"]
+__all__ = ["ValEvalCallback", "val_callbacks", "read_records", "best_record"]
 
 
 BEST_DIR, BEST_FILE, LOG_FILE = "best-val", "best_val.json", "val_eval.jsonl"
@@ -31,6 +31,12 @@ BEST_DIR, BEST_FILE, LOG_FILE = "best-val", "best_val.json", "val_eval.jsonl"
 def val_callbacks(cfg) -> list:
     """The callbacks that a GRPO run with this config wants from the evaluation layer."""
     return [ValEvalCallback(cfg)] if cfg.eval_val_every else []
+
+
+def read_records(out: Path) -> list[dict]:
+    """The val records a run wrote to ``out/val_eval.jsonl`` (none when it wrote none)."""
+    log = Path(out) / LOG_FILE
+    return [json.loads(x) for x in log.read_text().splitlines() if x] if log.is_file() else []
 
 
 def best_record(records: list[dict]) -> dict | None:
@@ -53,10 +59,6 @@ class ValEvalCallback(TrainerCallback):
         self.cfg, self.trainer = cfg, None
         self.out = Path(cfg.output_dir)
 
-    def records(self) -> list[dict]:
-        log = self.out / LOG_FILE
-        return [json.loads(x) for x in log.read_text().splitlines() if x] if log.is_file() else []
-
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step == 0:  # the starting model, before any update (not again on resume)
             self.evaluate(state.global_step)
@@ -68,7 +70,7 @@ class ValEvalCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
-        if all(r["step"] != state.global_step for r in self.records()):  # a budget ended it
+        if all(r["step"] != state.global_step for r in read_records(self.out)):  # a budget ended it
             self.evaluate(state.global_step)
         return control
 
@@ -107,7 +109,7 @@ class ValEvalCallback(TrainerCallback):
             "val_mean_guesses": res["metrics"]["mean_guesses_on_wins"],
             "val_mean_guesses_per_game": res["metrics"]["mean_guesses_per_game"],
         }
-        before = best_record(self.records())
+        before = best_record(read_records(self.out))
         with (self.out / LOG_FILE).open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
         if before is None or rec["val_mean_guesses_per_game"] < before["val_mean_guesses_per_game"]:

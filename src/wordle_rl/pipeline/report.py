@@ -15,6 +15,7 @@ from wordle_rl.evaluation.tables import (
     fmt_pct,
     summary_cells,
 )
+from wordle_rl.evaluation.val_callback import read_records
 from wordle_rl.pipeline.select import selection_lines
 
 __all__ = ["write_report", "results_rows", "training_summary"]
@@ -166,9 +167,8 @@ def write_report(runner) -> Path:
             if stage == "grpo":
                 games = runner.grpo_config().per_device_train_batch_size
                 lines.append(_cumulative_wins(log, games, plots))
-    val_file = runner.paths["grpo"] / "val_eval.jsonl"
-    if val_file.is_file():
-        records = [json.loads(x) for x in val_file.read_text().splitlines()]
+    records = read_records(runner.paths["grpo"])
+    if records:
         lines += [
             "",
             "GRPO: greedy play on the val answers during training (step 0 is the SFT model; the "

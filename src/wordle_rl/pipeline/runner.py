@@ -6,7 +6,8 @@
 
 Stages, in order: words (lists, pattern matrix, openers), baselines (solvers on each evaluated
 split), data (splits, SFT games, RL prompts), model (the embedded default or a hub model), sft,
-grpo, eval (free and consistent decoding on the test and val splits, audited against the run's own
+grpo, select (the job's model: the one that plays val best, :mod:`wordle_rl.pipeline.select`),
+eval (free and consistent decoding on the test and val splits, audited against the run's own
 training data), report. The settings are :mod:`wordle_rl.pipeline.config`. Each stage writes its
 outputs and a marker; a rerun skips finished stages and resumes a killed training stage from its
 last checkpoint.

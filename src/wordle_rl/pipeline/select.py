@@ -14,22 +14,17 @@ import json
 import shutil
 from pathlib import Path
 
-from wordle_rl.evaluation.val_callback import BEST_DIR, BEST_FILE, LOG_FILE
+from wordle_rl.evaluation.val_callback import BEST_DIR, BEST_FILE, read_records
 
 __all__ = ["SELECTED_FILE", "select_model", "selection_lines"]
 
 SELECTED_FILE = "selected.json"
 
 
-def _records(grpo: Path) -> list[dict]:
-    log = grpo / LOG_FILE
-    return [json.loads(x) for x in log.read_text().splitlines() if x] if log.is_file() else []
-
-
 def select_model(runner) -> dict:
     """Choose the job's model (see the module docstring), copy it to ``final/`` and record why."""
     grpo, out = runner.paths["grpo"], runner.out
-    records = _records(grpo) if runner.cfg.grpo.enabled else []
+    records = read_records(grpo) if runner.cfg.grpo.enabled else []
     if records and (grpo / BEST_FILE).is_file():
         best = json.loads((grpo / BEST_FILE).read_text())
         last = max(r["step"] for r in records)
