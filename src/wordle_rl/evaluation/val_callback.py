@@ -118,13 +118,13 @@ class ValEvalCallback(TrainerCallback):
     def keep(self, rec: dict) -> None:
         """Save the model of ``rec`` as the run's best on val (step 0 is the starting model, which
         is already saved where the run started from)."""
+        from wordle_rl.models.adapters import save_whole
         from wordle_rl.models.prompt_record import write_prompt_record
 
         if rec["step"] > 0:
             best = self.out / BEST_DIR
             model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-            model.save_pretrained(best)
-            self.trainer.processing_class.save_pretrained(best)
+            save_whole(model, self.trainer.processing_class, best)
             write_prompt_record(best, PromptStyle(self.cfg.style, think=self.cfg.think))
         path = self.out / BEST_DIR if rec["step"] > 0 else Path(self.cfg.model)
         (self.out / BEST_FILE).write_text(json.dumps({**rec, "model": str(path)}, indent=1))

@@ -2,7 +2,7 @@
 offline.
 
     wordle-rl init-model models/mini --preset mini  # a Qwen3 from a config + a local tokenizer
-    load_model("models/mini")  /  load_model("Qwen/Qwen3-1.7B", lora=True)
+    load_model("models/mini")  /  load_model("Qwen/Qwen3-1.7B")
 
 Both go through ``AutoModelForCausalLM`` / ``AutoTokenizer``: the embedded default is a real Qwen3
 model saved with ``save_pretrained``; nothing is mocked.
@@ -270,12 +270,10 @@ def load_model(
     name_or_path: str,
     device: str = "auto",
     dtype: str = "auto",
-    lora: bool = False,
-    lora_r: int = 16,
     threads: int | None = None,
 ):
-    """``(model, tokenizer)`` from a hub id or local path; bf16 on CUDA, fp32 on CPU; optional LoRA
-    (PEFT)."""
+    """``(model, tokenizer)`` from a hub id or local path; bf16 on CUDA, fp32 on CPU (LoRA:
+    :func:`wordle_rl.models.adapters.add_lora`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -315,15 +313,6 @@ def load_model(
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    if lora:
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear", task_type="CAUSAL_LM"
-            ),
-        )
     return model.to(dev), tok
 
 

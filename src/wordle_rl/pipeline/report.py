@@ -67,7 +67,8 @@ def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str
     from wordle_rl.evaluation.stats import paired_comparison, read_games
 
     names = {name for name, _ in runs}
-    models = [m for m in ("sft", "grpo", "final") if any(n.startswith(f"{m}-") for n in names)]
+    order = ("start", "sft", "grpo", "final")
+    models = [m for m in order if any(n.startswith(f"{m}-") for n in names)]
     pairs = [(a, b) for k, a in enumerate(models) for b in models[k + 1 :]]
     rows = [
         (a, b, d) for a, b in pairs for d in cfg.eval.decodes if {f"{a}-{d}", f"{b}-{d}"} <= names

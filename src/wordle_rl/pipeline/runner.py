@@ -104,9 +104,10 @@ class Runner:
             style=c.data.style,
             think=c.data.think,
             batch_size=c.eval.batch_size,
+            max_new_tokens=c.eval.max_new_tokens,
             threads=c.threads,
             seed=c.seed,
-            train_sample=split == c.eval.splits[0],
+            train_sample=c.eval.train_sample and split == c.eval.splits[0],
         )
 
     def _answers(self, sp, split: str):
@@ -165,17 +166,25 @@ class Runner:
         return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
 
     def stage_model(self):
-        from wordle_rl.models.embedded import init_model
+        import shutil
 
-        name = self.cfg.model.name
+        from wordle_rl.models.embedded import init_model
+        from wordle_rl.models.packaged import convert_packaged
+
+        name, folder = self.cfg.model.name, self.paths["model"]
         if name.startswith("init:"):
-            init_model(self.paths["model"], name.split(":", 1)[1], seed=self.cfg.seed)
-            return {"model": str(self.paths["model"])}
-        return {"model": name}
+            init_model(folder, name.split(":", 1)[1], seed=self.cfg.seed)
+        elif name.startswith("from:"):
+            if folder.exists():  # a stage cut short: convert again, whole
+                shutil.rmtree(folder)
+            convert_packaged(folder, name.split(":", 1)[1])
+        else:
+            return {"model": name}
+        return {"model": str(folder)}
 
     def _model_source(self) -> str:
         name = self.cfg.model.name
-        return str(self.paths["model"]) if name.startswith("init:") else name
+        return str(self.paths["model"]) if name.startswith(("init:", "from:")) else name
 
     def _resume(self, path: Path) -> bool:
         from transformers.trainer_utils import get_last_checkpoint
@@ -267,11 +276,11 @@ class Runner:
         return {"selected": picked["name"]}
 
     def trained(self) -> list[tuple[str, Path]]:
-        """The models to evaluate: each trained stage's, and the job's model where the val check
-        chose a GRPO step before the last."""
+        """The models to evaluate: the starting model (``eval.start_model``), each trained
+        stage's, and the job's model where the val check chose a GRPO step before the last."""
         from wordle_rl.pipeline.select import SELECTED_FILE
 
-        out = []
+        out = [("start", Path(self._model_source()))] if self.cfg.eval.start_model else []
         if self.cfg.sft.enabled:
             out.append(("sft", self.paths["sft"]))
         if self.cfg.grpo.enabled:
@@ -306,7 +315,7 @@ class Runner:
             f"training-overlap index: {len(index.pairs):,} imitated moves from {index.rows:,} rows "
             f"in {audit_index_s} s"
         )
-        names = [name for name, _ in self.trained()]
+        names = [name for name, _ in self.trained() if name != "start"]
         probe = names[:2] == ["sft", "grpo"] and "free" in self.cfg.eval.decodes
         states, found = {}, {split: [] for split in self.cfg.eval.splits}
         for name, path in self.trained():
@@ -341,7 +350,7 @@ class Runner:
                     self.console.print(
                         f"{name} ({decode}, {split}): win {res['metrics']['win_rate']:.1%}"
                     )
-                if probe and name != "final":  # both at the SFT model's recall states
+                if probe and name in ("sft", "grpo"):  # both at the SFT model's recall states
                     games = self.paths["eval"] / split / "sft-free" / "games.jsonl"
                     if split not in states:
                         states[split] = recall_states(games)
@@ -349,7 +358,7 @@ class Runner:
         for split in self.cfg.eval.splits if probe else []:
             d = self.paths["eval"] / split
             r = probe_summary(
-                [p for n, p in self.trained() if n != "final"],
+                [p for n, p in self.trained() if n in ("sft", "grpo")],
                 found[split],
                 d / "sft-free" / "games.jsonl",
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from wordle_rl.environment.prompts import DEFAULT_STYLE
+from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
 
 __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
@@ -25,7 +26,7 @@ CREDITS = ("move", "expected", "expected-log")
 
 
 @dataclass
-class WordleGRPOConfig(GRPOConfig):
+class WordleGRPOConfig(LoraFields, GRPOConfig):
     """TRL's ``GRPOConfig`` with wordle-rl's defaults for the embedded CPU model, plus game
     settings."""
 

@@ -49,7 +49,7 @@ from wordle_rl.environment.parser import parse
 from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
-from wordle_rl.training.rollout import ROW_KEY, WordleRollout, _left_pad, move_error_rates
+from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
@@ -105,7 +105,7 @@ class MoveRollout(WordleRollout):
         """One sampled turn after each token prefix, cut after its end-of-turn token."""
         import torch
 
-        seqs, attn = _left_pad(prefixes, self.tok.pad_token_id, model.device)
+        seqs, attn = left_pad(prefixes, self.tok.pad_token_id, model.device)
         with eval_mode(model), torch.no_grad():
             out = model.generate(
                 input_ids=seqs,

