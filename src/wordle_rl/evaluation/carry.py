@@ -76,7 +76,9 @@ class CarriedTurns:
         out = []
         for b in batches.values():
             b.positions.sort(key=lambda p: self._row(b.group, envs[p]))
-            b.kwargs = self._extend(b.group, [envs[p] for p in b.positions], texts, envs)
+            b.kwargs = self._extend(
+                b.group, [envs[p] for p in b.positions], [texts[p] for p in b.positions]
+            )
             out.append(b)
         return out
 
@@ -84,12 +86,13 @@ class CarriedTurns:
         index = next(i for i, e in enumerate(g.envs) if e is env)
         return g.rows.index(index) if index in g.rows else -1
 
-    def _extend(self, g: _Group, envs: list, texts: list[str], order: list) -> dict:
+    def _extend(self, g: _Group, envs: list, want: list[str]) -> dict:
+        """Inputs that continue ``g``'s cache with the new text of each game (``envs`` in batch-row
+        order, ``want`` their conversations), or encode them whole."""
         import torch
 
         from wordle_rl.training.rollout import left_pad
 
-        want = [texts[next(p for p, e in enumerate(order) if e is env)] for env in envs]
         index = [next(i for i, e in enumerate(g.envs) if e is env) for env in envs]
         pad, dev = self.tok.pad_token_id, self.model.device
         carried = g.cache is not None and all(i in g.rows for i in index)
@@ -117,6 +120,8 @@ class CarriedTurns:
     def record(self, batch: Batch, sequences, cache) -> list[list[int]]:
         """Keep the cache and sequences of ``batch``'s generate call; returns each row's reply up
         to and including its end-of-turn token."""
+        import torch
+
         g, eos = batch.group, self.tok.eos_token_id
         new = sequences[:, batch.prompt_length :]
         replies = []
@@ -126,8 +131,6 @@ class CarriedTurns:
             new_attn[j, : len(ids)] = 1
             g.covered[j] += self.tok.decode(ids, skip_special_tokens=False)
             replies.append(ids)
-        import torch
-
         g.seqs, g.cache = sequences, cache
         g.attn = torch.cat([g.attn, new_attn], 1)
         return replies
