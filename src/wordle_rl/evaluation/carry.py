@@ -29,6 +29,7 @@ class _Group:
     envs: list  # the games (kept alive so that their ids stay theirs)
     rows: list[int]  # index into envs of each row of the cache
     covered: list[str]  # each row's conversation text already in the cache
+    index: dict[int, int] = field(default_factory=dict)  # id(env) -> its index in envs
     seqs: object = None  # sequences the last generate returned
     attn: object = None  # their attention mask, generated tokens included
     cache: object = None
@@ -67,6 +68,7 @@ class CarriedTurns:
         for start in range(0, len(new), self.batch_size):
             part = new[start : start + self.batch_size]
             group = _Group([envs[p] for p in part], [], [])
+            group.index = {id(e): i for i, e in enumerate(group.envs)}
             for e in group.envs:
                 self.groups[id(e)] = group
         batches: dict[int, Batch] = {}
@@ -83,7 +85,7 @@ class CarriedTurns:
         return out
 
     def _row(self, g: _Group, env) -> int:
-        index = next(i for i, e in enumerate(g.envs) if e is env)
+        index = g.index[id(env)]
         return g.rows.index(index) if index in g.rows else -1
 
     def _extend(self, g: _Group, envs: list, want: list[str]) -> dict:
@@ -93,7 +95,7 @@ class CarriedTurns:
 
         from wordle_rl.training.rollout import left_pad
 
-        index = [next(i for i, e in enumerate(g.envs) if e is env) for env in envs]
+        index = [g.index[id(env)] for env in envs]
         pad, dev = self.tok.pad_token_id, self.model.device
         carried = g.cache is not None and all(i in g.rows for i in index)
         if carried:

