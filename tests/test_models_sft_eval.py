@@ -276,6 +276,23 @@ def test_guess_constraint_allows_only_continuations():
     assert torch.all(proc(free, torch.zeros(1, len(tok))) == 0)
 
 
+def test_guess_constraint_spells_letter_by_letter_in_the_spelled_style():
+    tok = build_tokenizer()
+    style = PromptStyle("spelled", think=False)
+    prefix = guess_prefixes(["abide", "abbey", "crane"], "</guess>", style)
+    prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    proc = GuessConstraint(tok, style, len(prompt), [prefix])
+
+    def allowed(text):
+        ids = torch.tensor([prompt + tok(text, add_special_tokens=False)["input_ids"]])
+        scores = proc(ids, torch.zeros(1, len(tok)))
+        return {tok.decode([i]) for i in torch.nonzero(scores[0] > -1e9).flatten().tolist()}
+
+    assert allowed("<guess>a b") == {" "}
+    assert allowed("<guess>a b ") == {"i", "b"}
+    assert "</guess>" in allowed("<guess>c r a n e") and " " not in allowed("<guess>c r a n e")
+
+
 def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works(tmp_path, recwarn):
     from wordle_rl.training.grpo import WordleGRPOConfig
     from wordle_rl.training.sft import WordleSFTConfig

@@ -93,6 +93,39 @@ def test_label_mask_is_exactly_the_trained_answers_and_their_stop_tokens(smollm2
     assert masked.count(tok.eos_token_id) == len(trained)
 
 
+def test_the_sft_loss_runs_the_head_on_answers_only_and_equals_the_full_loss(
+    smollm2, data, tmp_path
+):
+    from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer
+    from wordle_rl.training.soft_targets import load_sft_dataset
+
+    root, _, _ = data
+    model, tok = load_model(str(smollm2), threads=2)
+    cfg = WordleSFTConfig(
+        model=str(smollm2),
+        data=str(root / "sft"),
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=3,
+        soft_target_weight=0.0,
+        threads=2,
+        report_to=[],
+    )
+    trainer = WordleSFTTrainer(
+        model=model, args=cfg, train_dataset=load_sft_dataset(root / "sft"), processing_class=tok
+    )
+    batch = next(iter(trainer.get_train_dataloader()))
+    model.train()  # SmolLM2 has no dropout: the same numbers, logged as a training step
+    with torch.no_grad():
+        ours = trainer.compute_loss(model, dict(batch)).item()
+        full = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        ).loss.item()
+    assert ours == pytest.approx(full, rel=1e-5)
+    assert 0 < trainer._metrics["train"]["mean_token_accuracy"][-1] < 1
+
+
 def _loss(model, tok, rows) -> float:
     enc = [
         tok.apply_chat_template(
@@ -174,6 +207,38 @@ def test_one_lora_grpo_step_and_an_evaluated_game(smollm2, data, tmp_path, words
     game = json.loads((tmp_path / "ev" / "games.jsonl").read_text().splitlines()[0])
     assert res["metrics"]["games"] == 1 and game["answer"] == splits.val[0]
     assert 1 <= game["turns"] <= 6
+
+
+def test_spelled_guesses_give_a_bpe_model_one_token_a_letter_for_the_letter_credit(
+    smollm2, data, tmp_path
+):
+    from wordle_rl.engine.game import pattern_to_str, score
+    from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows
+    from wordle_rl.training.move_rollout import LETTERS, MoveRollout
+
+    root, _, _ = data
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    rows = load_rl_rows(root / "rl")
+    def rollout(style):
+        cfg = WordleGRPOConfig(
+            output_dir=str(tmp_path), rollout="moves", credit="expected", style=style, think=False
+        )
+        return MoveRollout(cfg, rows, tok)
+
+    ro = rollout("spelled")
+    opener, tables = ro._letter_table()
+    assert tok.decode(list(opener)) == "<guess>"
+    assert [tok.decode([t]) for t in tables[0]] == list(LETTERS)  # the first letter bare
+    assert all([tok.decode([t]) for t in row] == [f" {c}" for c in LETTERS] for row in tables[1:])
+    history = [["slate", pattern_to_str(score("slate", "crank"))]]
+    for word, credited in (("crank", 5), ("crxnk", 3)):  # a letter that breaks the word ends it
+        move = tok(f"<guess>{' '.join(word)}</guess>", add_special_tokens=False)["input_ids"]
+        sets = ro.letter_sets([move], [history])[0]
+        assert [i for i, _ in sets] == list(range(3, 3 + credited))
+        assert all(allowed[LETTERS.index(c)] for (_, allowed), c in zip(sets, "crank"))
+    assert not sets[2][1][LETTERS.index("t")]  # the feedback rules out T
+    with pytest.raises(ValueError, match="spelled"):  # whole BPE words: no letter credit
+        rollout("xml")._letter_table()
 
 
 def test_a_gguf_that_does_not_match_its_packages_record_is_refused(tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ stray letters.
     'text_after_guess'
     >>> parse("[crane]", style="brackets").guess
     'crane'
+    >>> parse("<guess>c r a n e</guess>", style="spelled").guess
+    'crane'
 
 Error codes: ``no_guess``, ``multiple_guesses``, ``wrong_length``, ``not_alpha``,
 ``not_in_word_list``, ``repeated_guess``, ``hard_mode_violation``, ``text_after_guess``. A guess
@@ -119,7 +121,8 @@ def parse(
         return ParseResult(
             None, "text_after_guess", "text after the guess is not allowed", False, raw
         )
-    w = raw.strip().lower()
+    # the spelled style writes its guess letter by letter: "c r a n e"
+    w = "".join(raw.split()).lower() if style.spelled else raw.strip().lower()
     fmt = shape_ok and not after
     if not w:
         return ParseResult(None, "no_guess", "the guess is empty", fmt, raw)

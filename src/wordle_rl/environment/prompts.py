@@ -1,6 +1,6 @@
 """The one prompt renderer shared by data generation, training and evaluation.
 
-Four styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
+Five styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
 
 - ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>``
   with ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
@@ -12,6 +12,9 @@ Four styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
   games with it than with ``xml``.
 - ``plain``: each user turn is a plain-English summary of everything known so far; answers as in
   ``xml``.
+- ``spelled``: feedback as in ``tiles``, and the guess written letter by letter
+  (``<guess>c r a n e</guess>``), so that a BPE model writes one token per letter, each lined up
+  with its tile, instead of a whole word as one token whose spelling it must recall.
 
     >>> style = PromptStyle("xml", think=False)
     >>> msgs = render_conversation(style, [("crane", 0)])
@@ -47,7 +50,7 @@ __all__ = [
     "detect_style",
 ]
 
-STYLES = ("xml", "tiles", "brackets", "plain")
+STYLES = ("xml", "tiles", "brackets", "plain", "spelled")
 # The default of every command and config: the embedded default model wins more held-out games with
 # each tile written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
@@ -78,8 +81,30 @@ class PromptStyle:
 
     @property
     def tile_feedback(self) -> bool:
-        """Feedback written as ``letter:mark`` tiles (the ``tiles`` style)."""
-        return self.name == "tiles"
+        """Feedback written as ``letter:mark`` tiles (the ``tiles`` and ``spelled`` styles)."""
+        return self.name in ("tiles", "spelled")
+
+    @property
+    def spelled(self) -> bool:
+        """Guesses written letter by letter, separated by spaces (the ``spelled`` style)."""
+        return self.name == "spelled"
+
+    def written(self, guess: str) -> str:
+        """``guess`` as this style writes it inside its answer.
+
+        >>> PromptStyle("spelled").written("crane"), PromptStyle("xml").written("crane")
+        ('c r a n e', 'crane')
+        """
+        return " ".join(guess) if self.spelled else guess
+
+    @property
+    def guess_tags(self) -> tuple[str, str]:
+        """The text that opens and closes a guess in this style.
+
+        >>> PromptStyle("xml").guess_tags, PromptStyle("brackets").guess_tags
+        (('<guess>', '</guess>'), ('[', ']'))
+        """
+        return ("[", "]") if self.answer_format == "brackets" else ("<guess>", "</guess>")
 
     @property
     def uses_think(self) -> bool:
@@ -181,12 +206,16 @@ def system_prompt(style: PromptStyle) -> str:
             + "Answer with your guess in square brackets, for example [crane], and nothing after "
             "it."
         )
+    answer = (
+        "your guess letter by letter, separated by spaces, as <guess>c r a n e</guess>,"
+        if style.spelled
+        else "your guess as <guess>word</guess>"
+    )
     if style.uses_think:
         return rules + (
-            "Think briefly inside <think>...</think>, then give your guess as <guess>word</guess> "
-            "and nothing after it."
+            f"Think briefly inside <think>...</think>, then give {answer} and nothing after it."
         )
-    return rules + "Answer with your guess as <guess>word</guess> and nothing else."
+    return rules + f"Answer with {answer} and nothing else."
 
 
 def first_user_message(style: PromptStyle, n_candidates: int | None = None) -> str:
@@ -269,8 +298,8 @@ def format_answer(style: PromptStyle, guess: str, think: str | None = None) -> s
     if style.answer_format == "brackets":
         return f"[{guess}]"
     if style.uses_think:
-        return f"<think>{think or ''}</think><guess>{guess}</guess>"
-    return f"<guess>{guess}</guess>"
+        return f"<think>{think or ''}</think><guess>{style.written(guess)}</guess>"
+    return f"<guess>{style.written(guess)}</guess>"
 
 
 def render_conversation(
@@ -313,6 +342,9 @@ _FEEDBACK_RE = {
 }
 
 
+_SPELLED_GUESS = re.compile(r"<guess>[a-z]( [a-z])+</guess>")
+
+
 def detect_style(conversations) -> tuple[str, bool] | None:
     """``(style name, think)`` of rendered conversations (lists of chat messages), from the first
     feedback message after a played guess; ``None`` when none has one (e.g. only first-turn
@@ -323,6 +355,8 @@ def detect_style(conversations) -> tuple[str, bool] | None:
     >>> msgs = render_conversation(st, [("crane", score("crane", "react"))])
     >>> detect_style([msgs]), detect_style([render_conversation(PromptStyle("tiles"), [])])
     (('xml', False), None)
+    >>> detect_style([render_conversation(PromptStyle("spelled"), [("crane", 0)])])
+    ('spelled', True)
     """
     for messages in conversations:
         think = any(m["role"] == "assistant" and "<think>" in m["content"] for m in messages)
@@ -330,5 +364,7 @@ def detect_style(conversations) -> tuple[str, bool] | None:
             if before["role"] == "assistant" and m["role"] == "user":
                 for name, pattern in _FEEDBACK_RE.items():
                     if pattern.match(m["content"]):
+                        if name == "tiles" and _SPELLED_GUESS.search(before["content"]):
+                            name = "spelled"
                         return name, think
     return None

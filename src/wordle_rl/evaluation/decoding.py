@@ -22,12 +22,12 @@ __all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes", "guess_tags"
 
 
 def guess_tags(style: PromptStyle) -> tuple[str, str]:
-    """The text that opens and closes a guess in this style.
+    """The text that opens and closes a guess in this style (:attr:`PromptStyle.guess_tags`).
 
     >>> guess_tags(PromptStyle("xml")), guess_tags(PromptStyle("brackets"))
     (('<guess>', '</guess>'), ('[', ']'))
     """
-    return ("[", "]") if style.answer_format == "brackets" else ("<guess>", "</guess>")
+    return style.guess_tags
 
 
 @lru_cache(maxsize=8)
@@ -63,7 +63,8 @@ class GuessConstraint:
         self.prompt_len = prompt_len
         self.prefix_sets = prefix_sets
         self.eos = tokenizer.eos_token_id
-        chars = frozenset("abcdefghijklmnopqrstuvwxyz" + self.close + self.open)
+        spaces = " " if style.spelled else ""
+        chars = frozenset("abcdefghijklmnopqrstuvwxyz" + spaces + self.close + self.open)
         self.cands = _spelling_tokens(tokenizer, chars)
 
     def __call__(self, input_ids, scores):
@@ -91,17 +92,20 @@ class GuessConstraint:
         return scores
 
 
-def guess_prefixes(words_iter, close: str) -> set[str]:
-    """Every prefix of ``word + close`` for the given words: the texts a guess may spell."""
+def guess_prefixes(words_iter, close: str, style: PromptStyle | None = None) -> set[str]:
+    """Every prefix of ``word + close`` for the given words, each written as ``style`` writes a
+    guess: the texts a guess may spell."""
     out = set()
     for w in words_iter:
-        full = w + close
+        full = (style.written(w) if style else w) + close
         for i in range(1, len(full) + 1):
             out.add(full[:i])
     return out
 
 
-def fitting_prefixes(allowed, encoded: np.ndarray, history, close: str) -> set[str]:
+def fitting_prefixes(
+    allowed, encoded: np.ndarray, history, close: str, style: PromptStyle | None = None
+) -> set[str]:
     """The prefixes (:func:`guess_prefixes`) of the allowed words that fit every scored guess of
     ``history`` (``(guess, pattern)`` pairs), found by re-scoring; ``encoded`` is
     ``encode_words(allowed)``.
@@ -115,4 +119,4 @@ def fitting_prefixes(allowed, encoded: np.ndarray, history, close: str) -> set[s
     ok = np.ones(len(allowed), dtype=bool)
     for g, p in history:
         ok &= score_pairs(np.broadcast_to(encode_words([g]), encoded.shape), encoded) == p
-    return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), close)
+    return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), close, style)

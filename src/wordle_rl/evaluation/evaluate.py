@@ -142,14 +142,16 @@ class ModelPolicy:
         self._carry = None
         self._close = guess_tags(style)[1]
         self._allowed_prefixes = (
-            guess_prefixes(words.allowed, self._close) if decode != "free" else None
+            guess_prefixes(words.allowed, self._close, style) if decode != "free" else None
         )
         self._enc = encode_words(list(words.allowed))
 
     def _prefix_set(self, env: WordleEnv) -> set[str]:
         if self.decode == "allowed" or not env.played:
             return self._allowed_prefixes
-        return fitting_prefixes(self.words.allowed, self._enc, env.played, self._close)
+        return fitting_prefixes(
+            self.words.allowed, self._enc, env.played, self._close, self.style
+        )
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
         """One reply per game; each batch of games carries its KV cache from turn to turn

@@ -275,7 +275,8 @@ def load_model(
     """``(model, tokenizer)`` from a hub id or local path; bf16 on CUDA, fp32 on CPU (LoRA:
     :func:`wordle_rl.models.adapters.add_lora`)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from safetensors import SafetensorError
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     if threads:
         torch.set_num_threads(threads)
@@ -303,17 +304,39 @@ def load_model(
         }[dtype]
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
-        # eager attention is ~20 % faster than SDPA for small models on a CPU
-        attn = "eager" if dev == "cpu" else None
+        attn = attention_for(AutoConfig.from_pretrained(name_or_path), dev)
         model = AutoModelForCausalLM.from_pretrained(
             name_or_path, dtype=torch_dtype, attn_implementation=attn
         )
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {name_or_path!r}: {e}") from e
+    except SafetensorError as e:  # a truncated or overwritten weights file
+        raise FileNotFoundError(
+            f"cannot load model {name_or_path!r}: its weights file is damaged ({e}); rebuild the "
+            "folder or resume the run that wrote it"
+        ) from e
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     return model.to(dev), tok
+
+
+EAGER_MAX_HIDDEN = 512
+
+
+def attention_for(config, device: str) -> str | None:
+    """The attention implementation to load a model with: eager on a CPU for models as narrow as
+    the embedded presets (hidden size below ``EAGER_MAX_HIDDEN``), where it is the faster one;
+    otherwise transformers' default (SDPA), faster and without a ``length²`` weight tensor per layer
+    for pretrained models such as SmolLM2.
+
+    >>> from transformers import PretrainedConfig
+    >>> attention_for(PretrainedConfig(hidden_size=160), "cpu"), attention_for(
+    ...     PretrainedConfig(hidden_size=576), "cpu")
+    ('eager', None)
+    """
+    narrow = getattr(config, "hidden_size", EAGER_MAX_HIDDEN) < EAGER_MAX_HIDDEN
+    return "eager" if device == "cpu" and narrow else None
 
 
 def cache_argument() -> str:

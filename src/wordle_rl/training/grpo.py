@@ -47,9 +47,7 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
     rows = read_jsonl(f)
     validate_rows(rows, str(f), allow_outside=True)
     if splits is not None:
-        check_leakage(
-            rows, Splits.load(splits), str(f), allow_outside=True
-        )
+        check_leakage(rows, Splits.load(splits), str(f), allow_outside=True)
     return rows
 
 
@@ -70,7 +68,9 @@ class WordleGRPOTrainer(GRPOTrainer):
         if self.args.credit.startswith("expected"):
             # the letter sets travel with the batch to the loss
             width = out["completion_ids"].shape[1]
-            out["letter_allowed"] = self.rollout_func.allowed_letters(width).to(self.model.device)
+            allowed, ids = self.rollout_func.allowed_letters(width)
+            out["letter_allowed"] = allowed.to(self.model.device)
+            out["letter_ids"] = ids.to(self.model.device)
         return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -93,7 +93,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         self.last_sft_games = self.sft_batches.indices(k, rank)
         batch = self.sft_batches.collate_games(self.last_sft_games)
         batch = {k: v.to(model.device) for k, v in batch.items()}
-        hard, soft, _, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
+        hard, soft, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
         self._metrics["train"]["sft/hard_loss"].append(hard.item())
         self._metrics["train"]["sft/soft_loss"].append(soft.item())
         sft = hard + self.args.sft_soft_target_weight * soft
@@ -115,8 +115,8 @@ class WordleGRPOTrainer(GRPOTrainer):
         logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
         # the logit one position before a token predicts it
         logits = logits[:, prompt.shape[1] - 1 : -1].float() / self.args.temperature
-        letters = torch.tensor(self.rollout_func.letter_tokens, device=logits.device)
-        probs = logits.softmax(-1)[..., letters]
+        # each position's letters a-z (a BPE model writes later letters with a leading space)
+        probs = logits.softmax(-1).gather(-1, inputs["letter_ids"])
         value = (probs * allowed).sum(-1)
         n = credited.sum().clamp(min=1)
         self._metrics["train"]["wordle/letter_value"].append(((value * credited).sum() / n).item())

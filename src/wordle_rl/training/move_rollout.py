@@ -121,57 +121,81 @@ class MoveRollout(WordleRollout):
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
 
-    def _letter_ids(self) -> tuple[int, dict[int, int]]:
-        """The id of the token that opens a guess (``<guess>``, ``[``) and ``{token id: letter
-        index}``; a clear error for a tokenizer that does not spell a guess one letter per
-        token."""
-        ids = self.tok(format_answer(self.style, "crane"), add_special_tokens=False)["input_ids"]
-        letters = self.tok.convert_tokens_to_ids(list(LETTERS))
-        spelled = [letters[LETTERS.index(c)] for c in "crane"]
-        at = next((i for i in range(1, len(ids)) if ids[i : i + 5] == spelled), None)
-        if self.tok.unk_token_id in letters or at is None:
-            raise ValueError(
-                f"credit={self.cfg.credit!r} needs a tokenizer that spells a guess one letter per "
-                "token (the embedded default does; a BPE tokenizer such as Qwen's does not): use "
-                "credit='move'"
+    def _letter_ids(self) -> tuple[tuple[int, ...], list[list[int]]]:
+        """The token ids that open a guess (``<guess>``, ``[``) and, for each letter position of a
+        guess, the ids of the letters a-z there: a character tokenizer writes every letter with
+        the same ids; a BPE tokenizer in the ``spelled`` style writes the first letter bare and
+        the others with their leading space (``c``, `` r``). A clear error for a tokenizer and
+        style that do not write a guess one letter per token."""
+        n = self.ctx.words.length
+        opening = format_answer(self.style, "a" * n).rsplit(self.style.written("a" * n), 1)[0]
+        tables = [[0] * len(LETTERS) for _ in range(n)]
+        opener: tuple[int, ...] = ()
+        for k, c in enumerate(LETTERS):
+            ids = self.tok(format_answer(self.style, c * n), add_special_tokens=False)["input_ids"]
+            at = next(
+                (i for i in range(len(ids)) if self.tok.decode(ids[:i]) == opening), None
             )
-        return ids[at - 1], {t: k for k, t in enumerate(letters)}
+            spelled = None if at is None else ids[at : at + n]
+            if spelled is None or any(self.tok.decode([t]).strip() != c for t in spelled):
+                raise ValueError(
+                    f"credit={self.cfg.credit!r} needs a guess written one letter per token: the "
+                    "embedded tokenizer does this in every style, a BPE tokenizer such as "
+                    "SmolLM2's or Qwen's in the `spelled` style only; use that style, or "
+                    "credit='move'"
+                )
+            for j, t in enumerate(spelled):
+                tables[j][k] = t
+            opener = next(
+                tuple(ids[i:at])
+                for i in range(at - 1, -1, -1)
+                if self.style.guess_tags[0] in self.tok.decode(ids[i:at])
+            )
+        if any(len(set(row)) < len(LETTERS) for row in tables):
+            raise ValueError(f"the tokenizer writes two letters with one token id: {tables}")
+        return opener, tables
 
-    def _letter_table(self) -> tuple[int, dict[int, int]]:
+    def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
         """:meth:`_letter_ids`, worked out once (with the answer words' letter codes)."""
         if not hasattr(self, "_table"):
             self._codes = encode_words(self.ctx.words.answers)
             self._table = self._letter_ids()
         return self._table
 
-    @property
-    def letter_tokens(self) -> list[int]:
-        """The token ids of the letters a-z, in order."""
-        return list(self._letter_table()[1])
+    def guess_start(self, move: list[int]) -> int | None:
+        """Where the letters of ``move``'s guess start: just after the last guess opener in it
+        (``None`` when it has none)."""
+        opener = self._letter_table()[0]
+        k = len(opener)
+        return next(
+            (i + k for i in range(len(move) - k, -1, -1) if tuple(move[i : i + k]) == opener),
+            None,
+        )
 
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
         a public answer word that fits the history (``None``: the move has no guess tag)."""
-        tag, letter_of = self._letter_table()
+        tables = self._letter_table()[1]
+        letter_of = [{t: k for k, t in enumerate(row)} for row in tables]
         fitting: dict[str, np.ndarray] = {}
         out: list[list[tuple[int, np.ndarray]] | None] = []
         for move, history in zip(moves, histories):
-            if tag not in move:
+            start = self.guess_start(move)
+            if start is None:
                 out.append(None)
                 continue
             hist = as_history(history)
             if repr(hist) not in fitting:
                 fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
             codes, sets = fitting[repr(hist)], []
-            start = len(move) - move[::-1].index(tag)
             for j in range(min(self.ctx.words.length, len(move) - start)):
                 if not len(codes):
                     break
                 allowed = np.zeros(len(LETTERS), dtype=bool)
                 allowed[codes[:, j]] = True
                 sets.append((start + j, allowed))
-                letter = letter_of.get(move[start + j])
+                letter = letter_of[j].get(move[start + j])
                 if letter is None or not allowed[letter]:
                     break
                 codes = codes[codes[:, j] == letter]
@@ -179,18 +203,22 @@ class MoveRollout(WordleRollout):
         return out
 
     def allowed_letters(self, width: int):
-        """``(B, width, 26)`` booleans of the last call's letter sets (``credit="expected"``):
-        row ``b``, position ``i`` holds the letters that keep move ``b`` completable at its token
-        ``i`` (none where no letter is credited)."""
+        """``(allowed, ids)``, each ``(B, width, 26)``, of the last call's letter sets
+        (``credit="expected"``): row ``b``, position ``i`` holds the letters that keep move ``b``
+        completable at its token ``i`` (none where no letter is credited) and the token ids of
+        the letters a-z there."""
         import torch
 
+        tables = torch.tensor(self._letter_table()[1])
         sets = self.last_sets
-        out = torch.zeros((len(sets), width, len(LETTERS)), dtype=torch.bool)
+        allowed = torch.zeros((len(sets), width, len(LETTERS)), dtype=torch.bool)
+        ids = tables[0].repeat(len(sets), width, 1)
         for b, move_sets in enumerate(sets):
-            for i, allowed in move_sets or []:
+            for j, (i, letters) in enumerate(move_sets or []):
                 if i < width:
-                    out[b, i] = torch.from_numpy(allowed)
-        return out
+                    allowed[b, i] = torch.from_numpy(letters)
+                    ids[b, i] = tables[j]
+        return allowed, ids
 
     def _held_out(self) -> set[str]:
         """The val and test answers of the splits file (none without one), read once: the RL term

@@ -266,7 +266,7 @@ def budget_cosine(step: int, max_steps: int, warmup: int, time_share: float) -> 
 
 class WordleSFTTrainer(SFTTrainer):
     """``SFTTrainer`` plus the soft-target loss: ``loss = CE(hard labels) + w * CE(soft letter
-    targets)``."""
+    targets)``, with the output head run only where a label or a soft target falls."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -306,11 +306,11 @@ class WordleSFTTrainer(SFTTrainer):
             self._signature_columns = [*self._signature_columns, "history", "soft_turns", "lexicon"]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if "soft_index" not in inputs:
+        if return_outputs:  # a prediction step wants the whole batch's logits
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if model.training else "eval"
-        hard, soft, accuracy, out = soft_target_losses(
-            model, inputs, self.data_collator.target_ids, num_items_in_batch
+        hard, soft, accuracy = soft_target_losses(
+            model, inputs, getattr(self.data_collator, "target_ids", None), num_items_in_batch
         )
         # the hard part is already a share of all micro-batches' tokens; the soft mean is per
         # micro-batch, so it is divided by the accumulation steps whenever the Trainer will not do
@@ -323,7 +323,7 @@ class WordleSFTTrainer(SFTTrainer):
         self._metrics[mode]["mean_token_accuracy"].append(accuracy)
         self._metrics[mode]["hard_loss"].append(hard.item())
         self._metrics[mode]["soft_loss"].append(soft.item())
-        return (loss, out) if return_outputs else loss
+        return loss
 
 
 def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None = None) -> Path:

@@ -246,29 +246,57 @@ def _find_last(seq: list[int], sub: list[int]) -> int | None:
     return None
 
 
+def scored_logits(model, inputs: dict, positions: torch.Tensor) -> torch.Tensor:
+    """Logits at the ``positions`` (a boolean ``(batch, length - 1)`` mask over the positions whose
+    logit predicts the next token), shape ``(n, vocab)``: the output head runs on those hidden
+    states only, not on the whole batch (for a 49k-token vocabulary the head is a fifth of the
+    forward pass and most of its memory).
+
+    The forward pass still goes through ``model`` itself (a DDP or PEFT wrapper included); its
+    last hidden state is the one the head reads."""
+    out = model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs.get("attention_mask"),
+        use_cache=False,
+        output_hidden_states=True,
+        logits_to_keep=1,
+    )
+    inner = getattr(model, "module", model)
+    logits = inner.get_output_embeddings()(out.hidden_states[-1][:, :-1][positions])
+    cap = getattr(inner.config, "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
 def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_items=None):
-    """``(hard, soft, token accuracy, model output)`` of a batch from :class:`SoftTargetCollator`:
-    the mean cross-entropy of the hard labels (over ``num_items`` tokens when given, else the
-    batch's) and the mean cross-entropy of the soft targets (``inputs`` loses its
-    ``soft_index``/``soft_probs``; without them, or with no ``target_ids``, the soft part is 0)."""
+    """``(hard, soft, token accuracy)`` of a batch from :class:`SoftTargetCollator` or TRL's
+    collator: the mean cross-entropy of the hard labels (over ``num_items`` tokens when given, else
+    the batch's) and the mean cross-entropy of the soft targets (``inputs`` loses its
+    ``soft_index``/``soft_probs``; without them, or with no ``target_ids``, the soft part is 0).
+    Logits are computed only where a label or a soft target falls (:func:`scored_logits`)."""
     soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
     labels = inputs["labels"][:, 1:]
-    out = model(
-        input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False
-    )
-    logp = out.logits[:, :-1].float().log_softmax(-1)
     mask = labels != -100
-    token_logp = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    has_soft = soft_index is not None and target_ids is not None and len(soft_index) > 0
+    positions = mask.clone()
+    if has_soft:
+        positions[soft_index[:, 0], soft_index[:, 1]] = True
+    logp = scored_logits(model, inputs, positions).float().log_softmax(-1)
+    # row of each scored position in ``logp``
+    row = torch.full(positions.shape, -1, dtype=torch.long, device=positions.device)
+    row[positions] = torch.arange(int(positions.sum()), device=positions.device)
+    hard_rows, hard_labels = row[mask], labels[mask]
+    token_logp = logp[hard_rows].gather(-1, hard_labels.unsqueeze(-1)).squeeze(-1)
     n = mask.sum() if num_items is None else num_items
-    hard = -(token_logp * mask).sum() / torch.as_tensor(n).clamp(min=1)
-    if soft_index is None or target_ids is None or not len(soft_index):
-        soft = hard.new_zeros(())
-    else:
-        targets = logp[soft_index[:, 0], soft_index[:, 1]][:, target_ids]
+    hard = -token_logp.sum() / torch.as_tensor(n).clamp(min=1)
+    if has_soft:
+        targets = logp[row[soft_index[:, 0], soft_index[:, 1]]][:, target_ids]
         soft = -(soft_probs.to(targets) * targets).sum(-1).mean()
+    else:
+        soft = hard.new_zeros(())
     with torch.no_grad():
-        accuracy = (((logp.argmax(-1) == labels) & mask).sum() / mask.sum().clamp(min=1)).item()
-    return hard, soft, accuracy, out
+        hits = (logp[hard_rows].argmax(-1) == hard_labels).sum()
+        accuracy = (hits / mask.sum().clamp(min=1)).item()
+    return hard, soft, accuracy
 
 
 class SftBatches:
