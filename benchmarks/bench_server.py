@@ -109,11 +109,14 @@ def served(max_sessions: int):
         env=os.environ.copy(),
     )
     try:
-        for _ in range(300):
+        deadline = time.monotonic() + 120  # a loaded machine starts it slowly
+        while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
                 break
             except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("`wordle-rl serve` did not become healthy") from None
                 time.sleep(0.1)
         yield port, proc
     finally:

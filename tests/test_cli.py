@@ -1,4 +1,5 @@
 import json
+import shutil
 
 from typer.testing import CliRunner
 
@@ -192,3 +193,23 @@ def test_data_help_lists_every_config_field():
         for f in fields(cls):
             assert f"--{f.name}" in text, (cmd, f.name)
             assert " ".join(f.metadata["help"].split()[:4]) in text, (cmd, f.name)
+
+
+def test_a_damaged_model_folder_is_one_clear_line(tmp_path):
+    good = tmp_path / "good"
+    assert runner.invoke(app, ["init-model", str(good)]).exit_code == 0
+    splits = tmp_path / "splits.json"
+    assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
+    truncated, broken = tmp_path / "truncated", tmp_path / "broken"
+    for d in (truncated, broken):
+        shutil.copytree(good, d)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (broken / "config.json").write_text('{"model_type": ')
+    for folder, why in ((truncated, "weights file is damaged"), (broken, "not a valid JSON")):
+        for cmd in (
+            ["eval", "--split", "val", "--limit", "1", "--splits", str(splits)],
+            ["watch", "--answer", "abide"],
+        ):
+            r = runner.invoke(app, [*cmd, "--model", str(folder)])
+            assert r.exit_code == 2 and why in r.output and str(folder) in r.output, r.output

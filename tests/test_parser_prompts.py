@@ -160,3 +160,24 @@ def test_the_style_of_a_rendered_game_is_recognised(name, think):
     # no feedback yet: nothing to recognise
     assert detect_style([render_conversation(style, [])]) is None
     assert detect_style([render_conversation(style, []), msgs]) == (name, style.uses_think)
+
+
+PIECES = ["<guess>", "</guess>", "<think>", "</think>", "[", "]", "crane", "c r a n e", "abide"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(PIECES) | st.text(max_size=12), max_size=8).map("".join),
+    st.sampled_from(STYLES),
+    st.booleans(),
+    st.booleans(),
+)
+def test_moves_from_generated_text_get_a_known_error_or_a_play(words, text, name, think, hard):
+    from wordle_rl.environment.env import EnvConfig, WordleEnv
+
+    env = WordleEnv(EnvConfig(style=PromptStyle(name, think=think), hard=hard), words=words, seed=0)
+    env.reset(answer="abide", history=["crane"])
+    out = env.step(text)
+    assert out.info["error"] in (None, *ERROR_CODES)
+    assert (out.info["guess"] is None) == (out.info["error"] is not None)
+    assert out.info["pattern"] is not None or out.info["guess"] is None

@@ -229,9 +229,17 @@ class WordleEnv:
 
     # ------------------------------------------------------------------ internals
     def _checked_history(self, answer: str, history) -> list[tuple[str, int]]:
-        """Validate earlier turns before touching the current game (a bad reset changes nothing)."""
+        """Validate earlier turns, each a word or a ``(word, pattern)`` pair, before touching the
+        current game (a bad reset changes nothing)."""
         out = []
-        for k, (g, p) in enumerate(history):
+        for k, turn in enumerate(history):
+            if isinstance(turn, str):
+                turn = (turn, None)
+            if not isinstance(turn, (list, tuple)) or len(turn) != 2:
+                raise ValueError(
+                    f"history turn {k + 1}: {turn!r} is neither a word nor a (word, pattern) pair"
+                )
+            g, p = turn
             g = str(g).strip().lower()
             if not self.words.is_allowed(g):
                 raise ValueError(f"history turn {k + 1}: {g!r} is not in the word list")
