@@ -41,6 +41,10 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=12,
 )
+# fresh inputs every time: no example database, no shrinking, no time limit
+GENERATE_ONLY = dict(
+    database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+)
 GUESSES = st.sampled_from(["<guess>crane</guess>", "<guess>qqqqq</guess>", "<guess>", "crane"])
 
 
@@ -110,13 +114,7 @@ def fuzz_http(base: str, requests: int, rng_seed: int, pid: int, rss: list) -> d
 
     def run(op, mode, n, s):
         @seed(s)
-        @settings(
-            max_examples=n,
-            database=None,
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @settings(max_examples=n, **GENERATE_ONLY)
         @given(case=op.as_strategy(generation_mode=mode))
         def one(case):
             try:
@@ -160,13 +158,7 @@ def fuzz_ws(url: str, n: int, rng_seed: int, pid: int, rss: list, timeout: float
     ws = connect(url, max_size=2**22)
 
     @seed(rng_seed)
-    @settings(
-        max_examples=n,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(max_examples=n, **GENERATE_ONLY)
     @given(frame=frames())
     def one(frame):
         nonlocal ws
