@@ -259,7 +259,7 @@ def test_guess_constraint_allows_only_continuations():
     tok = build_tokenizer()
     words = ["abide", "abbey", "crane"]
 
-    prefix = guess_prefixes(words, "</guess>")
+    prefix = guess_prefixes(words, NT)
     prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     gen = tok("<guess>ab", add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt + gen])
@@ -279,7 +279,7 @@ def test_guess_constraint_allows_only_continuations():
 def test_guess_constraint_spells_letter_by_letter_in_the_spelled_style():
     tok = build_tokenizer()
     style = PromptStyle("spelled", think=False)
-    prefix = guess_prefixes(["abide", "abbey", "crane"], "</guess>", style)
+    prefix = guess_prefixes(["abide", "abbey", "crane"], style)
     prompt = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     proc = GuessConstraint(tok, style, len(prompt), [prefix])
 

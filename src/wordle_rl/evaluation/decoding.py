@@ -1,6 +1,6 @@
 """Constrained decoding of guesses: the ``allowed`` and ``consistent`` modes of ``wordle-rl eval``.
 
-    prefixes = [guess_prefixes(words, "</guess>")]        # one set of permitted words per row
+    prefixes = [guess_prefixes(words, style)]             # one set of permitted words per row
     processor = GuessConstraint(tokenizer, style, prompt_len, prefixes)
     model.generate(..., logits_processor=LogitsProcessorList([processor]))
 
@@ -18,16 +18,7 @@ from wordle_rl.engine.game import score_pairs
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.prompts import PromptStyle
 
-__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes", "guess_tags"]
-
-
-def guess_tags(style: PromptStyle) -> tuple[str, str]:
-    """The text that opens and closes a guess in this style (:attr:`PromptStyle.guess_tags`).
-
-    >>> guess_tags(PromptStyle("xml")), guess_tags(PromptStyle("brackets"))
-    (('<guess>', '</guess>'), ('[', ']'))
-    """
-    return style.guess_tags
+__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes"]
 
 
 @lru_cache(maxsize=8)
@@ -59,7 +50,7 @@ class GuessConstraint:
         prefix_sets: list[set[str] | None],
     ):
         self.tok = tokenizer
-        self.open, self.close = guess_tags(style)
+        self.open, self.close = style.guess_tags
         self.prompt_len = prompt_len
         self.prefix_sets = prefix_sets
         self.eos = tokenizer.eos_token_id
@@ -92,31 +83,31 @@ class GuessConstraint:
         return scores
 
 
-def guess_prefixes(words_iter, close: str, style: PromptStyle | None = None) -> set[str]:
-    """Every prefix of ``word + close`` for the given words, each written as ``style`` writes a
-    guess: the texts a guess may spell."""
+def guess_prefixes(words_iter, style: PromptStyle) -> set[str]:
+    """Every prefix of each word written as ``style`` writes a guess, its closing tag included:
+    the texts a guess may spell."""
+    close = style.guess_tags[1]
     out = set()
     for w in words_iter:
-        full = (style.written(w) if style else w) + close
+        full = style.written(w) + close
         for i in range(1, len(full) + 1):
             out.add(full[:i])
     return out
 
 
-def fitting_prefixes(
-    allowed, encoded: np.ndarray, history, close: str, style: PromptStyle | None = None
-) -> set[str]:
+def fitting_prefixes(allowed, encoded: np.ndarray, history, style: PromptStyle) -> set[str]:
     """The prefixes (:func:`guess_prefixes`) of the allowed words that fit every scored guess of
     ``history`` (``(guess, pattern)`` pairs), found by re-scoring; ``encoded`` is
     ``encode_words(allowed)``.
 
     >>> from wordle_rl.engine.game import score
-    >>> words = ["crane", "crank", "trace"]
-    >>> p = fitting_prefixes(words, encode_words(words), [("crane", score("crane", "crank"))], "]")
+    >>> words, brackets = ["crane", "crank", "trace"], PromptStyle("brackets")
+    >>> history = [("crane", score("crane", "crank"))]
+    >>> p = fitting_prefixes(words, encode_words(words), history, brackets)
     >>> sorted(x for x in p if x.endswith("]"))
     ['crank]']
     """
     ok = np.ones(len(allowed), dtype=bool)
     for g, p in history:
         ok &= score_pairs(np.broadcast_to(encode_words([g]), encoded.shape), encoded) == p
-    return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), close, style)
+    return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), style)

@@ -42,7 +42,6 @@ from wordle_rl.evaluation.decoding import (
     GuessConstraint,
     fitting_prefixes,
     guess_prefixes,
-    guess_tags,
 )
 from wordle_rl.evaluation.stats import wilson
 from wordle_rl.evaluation.tables import report_markdown
@@ -140,18 +139,15 @@ class ModelPolicy:
         self.batch_size, self.seed, self.name = batch_size, seed, name
         self.calls = 0
         self._carry = None
-        self._close = guess_tags(style)[1]
         self._allowed_prefixes = (
-            guess_prefixes(words.allowed, self._close, style) if decode != "free" else None
+            guess_prefixes(words.allowed, style) if decode != "free" else None
         )
         self._enc = encode_words(list(words.allowed))
 
     def _prefix_set(self, env: WordleEnv) -> set[str]:
         if self.decode == "allowed" or not env.played:
             return self._allowed_prefixes
-        return fitting_prefixes(
-            self.words.allowed, self._enc, env.played, self._close, self.style
-        )
+        return fitting_prefixes(self.words.allowed, self._enc, env.played, self.style)
 
     def act(self, envs: list[WordleEnv]) -> list[str]:
         """One reply per game; each batch of games carries its KV cache from turn to turn

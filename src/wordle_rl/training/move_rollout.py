@@ -50,6 +50,7 @@ from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
+from wordle_rl.training.soft_targets import find_last
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
@@ -130,7 +131,6 @@ class MoveRollout(WordleRollout):
         n = self.ctx.words.length
         opening = format_answer(self.style, "a" * n).rsplit(self.style.written("a" * n), 1)[0]
         tables = [[0] * len(LETTERS) for _ in range(n)]
-        opener: tuple[int, ...] = ()
         for k, c in enumerate(LETTERS):
             ids = self.tok(format_answer(self.style, c * n), add_special_tokens=False)["input_ids"]
             at = next(
@@ -146,11 +146,13 @@ class MoveRollout(WordleRollout):
                 )
             for j, t in enumerate(spelled):
                 tables[j][k] = t
-            opener = next(
-                tuple(ids[i:at])
-                for i in range(at - 1, -1, -1)
-                if self.style.guess_tags[0] in self.tok.decode(ids[i:at])
-            )
+        # the shortest run of tokens before the letters that holds the opening tag (of the last
+        # answer tokenized; what comes before the letters is the same for every letter)
+        opener = next(
+            tuple(ids[i:at])
+            for i in range(at - 1, -1, -1)
+            if self.style.guess_tags[0] in self.tok.decode(ids[i:at])
+        )
         if any(len(set(row)) < len(LETTERS) for row in tables):
             raise ValueError(f"the tokenizer writes two letters with one token id: {tables}")
         return opener, tables
@@ -165,12 +167,9 @@ class MoveRollout(WordleRollout):
     def guess_start(self, move: list[int]) -> int | None:
         """Where the letters of ``move``'s guess start: just after the last guess opener in it
         (``None`` when it has none)."""
-        opener = self._letter_table()[0]
-        k = len(opener)
-        return next(
-            (i + k for i in range(len(move) - k, -1, -1) if tuple(move[i : i + k]) == opener),
-            None,
-        )
+        opener = list(self._letter_table()[0])
+        at = find_last(move, opener)
+        return None if at is None else at + len(opener)
 
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that

@@ -26,6 +26,7 @@ __all__ = [
     "SoftTargets",
     "SoftTargetCollator",
     "soft_target_losses",
+    "find_last",
     "SftBatches",
 ]
 
@@ -188,7 +189,7 @@ class SoftTargetCollator:
         self, history, k: int, guess: str, span: list[int]
     ) -> list[tuple[int, np.ndarray]]:
         """``[(offset in span of the logit, target)]`` for the guess of turn ``k``."""
-        at = _find_last(span, _ids_of(guess, self.letter_ids))
+        at = find_last(span, _ids_of(guess, self.letter_ids))
         if at is None:
             raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
         return [(at + j - 1, p) for j, p in self.targets.letter_distributions(history[:k], guess)]
@@ -239,7 +240,12 @@ def _label_spans(labels: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_last(seq: list[int], sub: list[int]) -> int | None:
+def find_last(seq: list[int], sub: list[int]) -> int | None:
+    """Where the last occurrence of ``sub`` in ``seq`` starts (``None``: nowhere).
+
+    >>> find_last([1, 2, 3, 1, 2], [1, 2]), find_last([1, 2], [3])
+    (3, None)
+    """
     for i in range(len(seq) - len(sub), -1, -1):
         if seq[i : i + len(sub)] == sub:
             return i
