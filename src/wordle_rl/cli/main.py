@@ -46,6 +46,7 @@ from wordle_rl.cli.common import (
 )
 from wordle_rl.engine.game import Game, InvalidGuess
 from wordle_rl.environment.prompts import DEFAULT_STYLE
+from wordle_rl.pipeline.config import PRESETS
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Train language models to play Wordle with RL."
@@ -213,7 +214,7 @@ def solve(
 @app.command()
 def pipeline(
     config: Annotated[
-        str, typer.Option(help="Preset (cpu-default, quick, gpu-qwen3) or a TOML/YAML file.")
+        str, typer.Option(help=f"Preset ({', '.join(PRESETS)}) or a TOML/YAML file.")
     ] = "cpu-default",
     out: Annotated[
         Path | None, typer.Option(help="Run folder (default runs/<config name>).")

@@ -17,7 +17,14 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LoraFields", "LINEAR_MODULES", "add_lora", "save_whole", "layer_count"]
+__all__ = [
+    "LoraFields",
+    "LINEAR_MODULES",
+    "add_lora",
+    "save_whole",
+    "layer_count",
+    "weights_dtype",
+]
 
 # The linear layers of the Llama/Qwen/Gemma families.
 LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -43,6 +50,17 @@ class LoraFields:
 def layer_count(model) -> int:
     """Transformer layers of a causal LM (``num_hidden_layers`` of its config)."""
     return int(model.config.num_hidden_layers)
+
+
+def weights_dtype(settings: LoraFields) -> str:
+    """The dtype a training stage loads its model in: fp32 when every weight is trained (bf16
+    autocast computes in bf16 on a GPU, while AdamW updates fp32 weights, which bf16 weights would
+    round away), the device's own (bf16 on CUDA) under LoRA, whose frozen base is never updated.
+
+    >>> weights_dtype(LoraFields(lora=False)), weights_dtype(LoraFields(lora=True))
+    ('float32', 'auto')
+    """
+    return "auto" if settings.lora else "float32"
 
 
 def add_lora(model, settings: LoraFields):

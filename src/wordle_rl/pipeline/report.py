@@ -211,17 +211,21 @@ def write_report(runner) -> Path:
         "## Wall time and memory per stage",
         "",
         "Peak RSS is the process's largest resident set so far when the stage ended (it never "
-        "falls; a resumed "
-        "run starts a new process).",
+        "falls; a resumed run starts a new process); peak GPU is the most CUDA memory its tensors "
+        "held so far (- without CUDA).",
         "",
-        "| stage | seconds | peak RSS (GiB) |",
-        "|---|---|---|",
+        "| stage | seconds | peak RSS (GiB) | peak GPU (GiB) |",
+        "|---|---|---|---|",
     ]
     for m in sorted(runner.markers.glob("*.json"), key=lambda p: p.stat().st_mtime):
         d = json.loads(m.read_text())
-        lines.append(f"| {d['stage']} | {d['seconds']} | {d.get('peak_rss_gib', '-')} |")
+        gpu = d.get("peak_gpu_gib")
+        lines.append(
+            f"| {d['stage']} | {d['seconds']} | {d.get('peak_rss_gib', '-')} | "
+            f"{'-' if gpu is None else gpu} |"
+        )
     lines += [
-        "| report | (this file) | |",
+        "| report | (this file) | | |",
         "",
         "## Resolved config",
         "",

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from wordle_rl.pipeline.config import ConfigError, PipelineConfig
-from wordle_rl.pipeline.machine import peak_rss_gib, versions
+from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
 
 __all__ = ["run_pipeline", "Runner", "STAGES"]
 
@@ -54,6 +54,7 @@ class Runner:
                     "stage": stage,
                     "seconds": round(seconds, 1),
                     "peak_rss_gib": peak_rss_gib(),
+                    "peak_gpu_gib": peak_gpu_gib(),
                     **(extra or {}),
                 },
                 indent=1,

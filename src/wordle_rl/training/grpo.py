@@ -134,7 +134,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     import torch
     from datasets import Dataset
 
-    from wordle_rl.models.adapters import add_lora
+    from wordle_rl.models.adapters import add_lora, weights_dtype
     from wordle_rl.models.embedded import load_model
     from wordle_rl.models.prompt_record import check_prompt_style, write_prompt_record
     from wordle_rl.training.records import save_config
@@ -144,7 +144,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     torch.set_num_threads(cfg.threads)
     style = PromptStyle(cfg.style, think=cfg.think)
     check_prompt_style(cfg.model, style)
-    model, tok = load_model(cfg.model, threads=cfg.threads)
+    model, tok = load_model(cfg.model, dtype=weights_dtype(cfg), threads=cfg.threads)
     model = add_lora(model, cfg)
     rows = load_rl_rows(cfg.data, cfg.splits if Path(cfg.splits).is_file() else None)
     prompts = []

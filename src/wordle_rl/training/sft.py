@@ -28,7 +28,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.environment.prompts import PromptStyle, detect_style
-from wordle_rl.models.adapters import LoraFields, add_lora, save_whole
+from wordle_rl.models.adapters import LoraFields, add_lora, save_whole, weights_dtype
 from wordle_rl.models.embedded import load_model, pick_device
 from wordle_rl.models.prompt_record import write_prompt_record
 from wordle_rl.training.records import save_config
@@ -332,7 +332,9 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None =
     trainer once it exists."""
     torch.set_num_threads(cfg.threads)
     device = pick_device("auto")
-    model, tok = load_model(cfg.model, device=device, threads=cfg.threads)
+    model, tok = load_model(
+        cfg.model, device=device, dtype=weights_dtype(cfg), threads=cfg.threads
+    )
     model = add_lora(model, cfg)
     dataset = load_sft_dataset(cfg.data, soft=cfg.soft_target_weight > 0, splits=cfg.splits)
     out = Path(cfg.output_dir)
