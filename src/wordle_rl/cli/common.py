@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -94,13 +97,60 @@ def keyboard(history: list[tuple[str, int]]) -> Text:
 
 
 def data_call(fn, *args, **kw):
-    """Call ``fn``; a data or word-list error becomes a clear error exit."""
+    """Call ``fn``; a data or word-list error, or a full disk, becomes a clear error exit."""
     from wordle_rl.data.files import DataError
 
     try:
         return fn(*args, **kw)
     except (DataError, WordListError) as e:
         raise fail(str(e)) from e
+    except OSError as e:
+        if disk_full(e):
+            where = e.filename or "a file"
+            raise fail(f"{where}: no space left on the disk; nothing half-written was kept") from e
+        raise
+
+
+@contextmanager
+def one_line_errors(known: tuple, where: Path | None = None, again: str = "run it again"):
+    """Run the body; an error of a ``known`` type, or any error on a full disk (the disk holding
+    ``where``), ends the command with one clear line and exit code 2; ``again`` says how to go
+    on once there is space."""
+    try:
+        yield
+    except known as e:
+        raise fail(str(e)) from e
+    except Exception as e:
+        if disk_full(e, where):
+            disk = f" holding {where}" if where is not None else ""
+            raise fail(f"no space left on the disk{disk} ({e}); free some, then {again}") from e
+        raise
+
+
+def disk_full(e: BaseException | None, where: Path | None = None) -> bool:
+    """Whether ``e``, or an error it was raised from, is a full disk (or a spent disk quota); with
+    ``where``, also whether the disk holding that folder is (nearly) full: less than 1 MiB or 1 %
+    free. torch reports a failed write in a checkpoint without naming the cause.
+
+    >>> import errno; disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    True
+    >>> disk_full(ValueError("no"))
+    False
+    """
+    if where is not None:
+        folder = Path(where).absolute()
+        while not folder.exists():
+            folder = folder.parent
+        usage = shutil.disk_usage(folder)
+        if usage.free < max(2**20, usage.total // 100):
+            return True
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(e) or "StorageFull" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _unknown_fields(config: Path, unknown: list[str], saved_with) -> str:

@@ -69,14 +69,15 @@ def data_sft(
     data sft --help-config`)."""
     from wordle_rl.data.files import save_dataset
     from wordle_rl.data.sft_games import SftConfig, generate_sft
-    from wordle_rl.data.splits import Splits
+    from wordle_rl.data.splits import Splits, record_splits
 
     cfg = parse_config(SftConfig, config, ctx.args)
     sp = _data_call(Splits.load, splits)
     t0 = time.perf_counter()
     with console.status(f"playing {cfg.games} solver games"):
         rows = _data_call(generate_sft, sp, cfg)
-    path = save_dataset(rows, out, "sft")
+    path = _data_call(save_dataset, rows, out, "sft")
+    record_splits(out, sp)
     dt = time.perf_counter() - t0
     console.print(f"{len(rows)} games -> {path} and {out / 'hf'} ({dt:.1f} s)")
 
@@ -93,12 +94,13 @@ def data_rl(
     (`wordle-rl data rl --help-config`)."""
     from wordle_rl.data.files import save_dataset
     from wordle_rl.data.rl_rows import RlConfig, generate_rl
-    from wordle_rl.data.splits import Splits
+    from wordle_rl.data.splits import Splits, record_splits
 
     cfg = parse_config(RlConfig, config, ctx.args)
     sp = _data_call(Splits.load, splits)
     data = _data_call(generate_rl, sp, cfg)
-    path = save_dataset(data, out, "rl")
+    path = _data_call(save_dataset, data, out, "rl")
+    record_splits(out, sp)
     console.print(f"{len(data)} prompts -> {path} and {out / 'hf'}")
 
 
@@ -136,9 +138,10 @@ def data_check(
     """Fail loudly if any row targets an answer outside the allowed split (leakage), or is
     malformed."""
     from wordle_rl.data.files import validate_rows
-    from wordle_rl.data.splits import Splits, check_leakage
+    from wordle_rl.data.splits import Splits, check_leakage, check_made_with
 
     sp = _data_call(Splits.load, splits)
+    _data_call(check_made_with, dataset, sp, splits)
     rows = _load_rows(dataset)
     _data_call(validate_rows, rows, str(dataset), allow_outside=allow_outside)
     n = _data_call(check_leakage, rows, sp, str(dataset), split, allow_outside, protocol)
@@ -238,12 +241,14 @@ def data_teacher_sft(
 ) -> None:
     """Filter teacher games into SFT rows (checked for leakage)."""
     from wordle_rl.data.files import read_jsonl, save_dataset
-    from wordle_rl.data.splits import Splits, check_leakage
+    from wordle_rl.data.splits import Splits, check_leakage, record_splits
     from wordle_rl.data.teacher import teacher_to_sft
 
     rows = teacher_to_sft(_data_call(read_jsonl, games), won_only, format_clean, max_turns)
     if not rows:
         raise fail("no teacher game passed the filters")
-    _data_call(check_leakage, rows, _data_call(Splits.load, splits), str(games))
-    path = save_dataset(rows, out, "sft")
+    sp = _data_call(Splits.load, splits)
+    _data_call(check_leakage, rows, sp, str(games))
+    path = _data_call(save_dataset, rows, out, "sft")
+    record_splits(out, sp)
     console.print(f"{len(rows)} games -> {path}")

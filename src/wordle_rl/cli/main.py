@@ -41,6 +41,7 @@ from wordle_rl.cli.common import (
     err_console,
     fail,
     keyboard,
+    one_line_errors,
     tiles,
     words_from,
 )
@@ -223,14 +224,18 @@ def pipeline(
     """Everything in order: words, solver baselines, data, model, SFT, GRPO, evaluation, report.
     Finished stages are skipped on a rerun; a killed training stage resumes from its last
     checkpoint."""
+    from wordle_rl.data.files import DataError
     from wordle_rl.pipeline.config import ConfigError, load_config
     from wordle_rl.pipeline.runner import run_pipeline
 
     try:
         cfg = load_config(config)
-        report = run_pipeline(cfg, out or Path("runs") / cfg.name, console)
     except ConfigError as e:
         raise fail(str(e)) from e
+    out = out or Path("runs") / cfg.name
+    again = "run the same command again (finished stages are kept, training resumes)"
+    with one_line_errors((ConfigError, DataError, FileNotFoundError), out, again):
+        report = run_pipeline(cfg, out, console)
     console.print(f"[bold green]done[/]: {report}")
 
 

@@ -15,9 +15,12 @@ from typing import Annotated
 
 import typer
 
-from wordle_rl.cli.common import PASSTHROUGH, console, fail, parse_config
+from wordle_rl.cli.common import PASSTHROUGH, console, fail, one_line_errors, parse_config
 
 app = typer.Typer()
+
+# how to go on once a full disk has space again
+RESUME = "run the same command with --resume"
 
 
 @app.command("init-model")
@@ -83,9 +86,8 @@ def sft(
 
     cfg = parse_config(WordleSFTConfig, config, ctx.args)
     try:
-        out = run_sft(cfg, resume=resume)
-    except (FileNotFoundError, ValueError) as e:
-        raise fail(str(e)) from e
+        with one_line_errors((FileNotFoundError, ValueError), Path(cfg.output_dir), RESUME):
+            out = run_sft(cfg, resume=resume)
     finally:
         end_processes()
     console.print(f"model -> {out}")
@@ -113,9 +115,8 @@ def grpo(
 
     cfg = parse_config(WordleGRPOConfig, config, ctx.args)
     try:
-        out = run_grpo(cfg, resume=resume, callbacks=val_callbacks(cfg))
-    except (FileNotFoundError, ValueError) as e:
-        raise fail(str(e)) from e
+        with one_line_errors((FileNotFoundError, ValueError), Path(cfg.output_dir), RESUME):
+            out = run_grpo(cfg, resume=resume, callbacks=val_callbacks(cfg))
     finally:
         end_processes()
     console.print(f"model -> {out}")

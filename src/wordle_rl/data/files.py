@@ -18,6 +18,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from wordle_rl.engine.game import str_to_pattern
+from wordle_rl.engine.storage import replace_dir, write_atomic
 from wordle_rl.engine.words import WordList, load_word_lists
 
 __all__ = [
@@ -79,11 +80,9 @@ def check_named_mix(mix: dict[str, float], what: str, known) -> dict[str, float]
 def write_jsonl(rows: list[dict], path: str | Path) -> None:
     """Deterministic JSONL (sorted keys, no floats formatting surprises): same rows -> same
     bytes."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+    write_atomic(
+        path, "".join(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rows)
+    )
 
 
 def iter_jsonl(path: str | Path) -> Iterator[dict]:
@@ -171,7 +170,8 @@ def save_dataset(rows: list[dict], out_dir: str | Path, name: str) -> Path:
     out_dir = Path(out_dir)
     write_jsonl(rows, out_dir / f"{name}.jsonl")
     keys = list(dict.fromkeys(k for r in rows for k in r if not k.startswith("_")))
-    Dataset.from_list([{k: r.get(k) for k in keys} for r in rows]).save_to_disk(str(out_dir / "hf"))
+    dataset = Dataset.from_list([{k: r.get(k) for k in keys} for r in rows])
+    replace_dir(out_dir / "hf", lambda tmp: dataset.save_to_disk(str(tmp)))
     return out_dir / f"{name}.jsonl"
 
 

@@ -10,12 +10,14 @@ on a val or test word either.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wordle_rl.data.files import DataError
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.engine.words import WordList, load_word_lists
 
 __all__ = [
@@ -26,6 +28,9 @@ __all__ = [
     "make_splits",
     "check_protocol",
     "check_leakage",
+    "check_made_with",
+    "record_splits",
+    "SPLITS_RECORD",
 ]
 
 
@@ -57,6 +62,11 @@ class Splits:
             raise DataError(f"unknown split {name!r}; choose one of {', '.join(SPLIT_NAMES)}")
         return getattr(self, name)
 
+    def digest(self) -> str:
+        """The sha256 of the three answer lists: two splits files cut alike share it."""
+        lists = json.dumps([self.train, self.val, self.test])
+        return hashlib.sha256(lists.encode()).hexdigest()
+
     def held_out(self) -> set[str]:
         """The val and test answers: never a training target, never a word RL rewards."""
         return self._sets["val"] | self._sets["test"]
@@ -70,10 +80,8 @@ class Splits:
         return cache
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         d = {k: v for k, v in asdict(self).items()}
-        path.write_text(json.dumps(d, indent=1) + "\n")
+        write_atomic(path, json.dumps(d, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path, words: WordList | None = None) -> Splits:
@@ -152,6 +160,43 @@ PROTOCOLS = (
 def check_protocol(protocol: str) -> None:
     if protocol not in PROTOCOLS:
         raise DataError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+
+
+SPLITS_RECORD = "wordle_rl_splits.json"
+
+
+def record_splits(folder: str | Path, splits: Splits) -> None:
+    """Record in a data folder the splits its rows were made with (seed and digest)."""
+    record = {"seed": splits.seed, "digest": splits.digest()}
+    write_atomic(Path(folder) / SPLITS_RECORD, json.dumps(record) + "\n")
+
+
+def check_made_with(data: str | Path, splits: Splits, splits_file: str | Path) -> None:
+    """A one-line :class:`DataError` when the data folder of ``data`` (a folder, or a file in one)
+    records other splits than ``splits``; nothing for data without a record.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> record_splits(d, make_splits(seed=0)); check_made_with(d, make_splits(seed=0), "a.json")
+    >>> check_made_with(d / "sft.jsonl", make_splits(seed=1), "b.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    wordle_rl.data.files.DataError: ...: made with other splits (seed 0) than b.json (seed 1); ...
+    """
+    folder = Path(data) if Path(data).is_dir() else Path(data).parent
+    path = folder / SPLITS_RECORD
+    if not path.is_file():
+        return
+    try:
+        record = json.loads(path.read_text())
+        made_with = record["digest"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"{path}: not a splits record ({e})") from e
+    if made_with != splits.digest():
+        raise DataError(
+            f"{folder}: made with other splits (seed {record.get('seed')}) than {splits_file} "
+            f"(seed {splits.seed}); pass the splits file the data was made with, or make the data "
+            "again with this one"
+        )
 
 
 def check_leakage(

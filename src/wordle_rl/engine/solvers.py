@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import tempfile
 from typing import Protocol
 
 import numpy as np
@@ -28,6 +26,7 @@ import numpy as np
 from wordle_rl.engine.entropy import entropies
 from wordle_rl.engine.game import GREEN, candidate_indices, pattern_to_tiles
 from wordle_rl.engine.matrix import cache_dir, pattern_matrix
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.engine.words import WordList, encode_words, load_word_lists
 
 __all__ = [
@@ -345,11 +344,7 @@ def _cached_opener(solver: _Base, compute) -> str:
     if word not in solver.words.allowed_index:
         word = compute()
         table[key] = word
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".json.tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(table, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(table, indent=1, sort_keys=True))
     memo[key] = word
     return word
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from wordle_rl.engine.game import str_to_pattern
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.engine.words import WordList, encode_words
 from wordle_rl.environment.env import EnvConfig, WordleEnv
 from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle, format_answer
@@ -385,11 +386,9 @@ def run_eval(
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=1))
-        with (out / "games.jsonl").open("w") as fh:
-            for g in games:
-                fh.write(json.dumps(g | {"split": cfg.split}) + "\n")
-            for g in train_games:
-                fh.write(json.dumps(g | {"split": "train-sample"}) + "\n")
-        (out / "report.md").write_text(report_markdown(result, games))
+        lines = [json.dumps(g | {"split": cfg.split}) + "\n" for g in games]
+        lines += [json.dumps(g | {"split": "train-sample"}) + "\n" for g in train_games]
+        write_atomic(out / "games.jsonl", "".join(lines))
+        write_atomic(out / "report.md", report_markdown(result, games))
+        write_atomic(out / "results.json", json.dumps(result, indent=1))
     return result

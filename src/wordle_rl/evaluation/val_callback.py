@@ -8,24 +8,32 @@ step, the policy plays the same val answers (all of them, or ``eval_val_games`` 
 seed); win rate and guesses go to ``val_eval.jsonl`` in the run's output folder, one line per step.
 The model with the fewest guesses per game (a loss counts as ``max_turns + 1``; the earlier step on
 a tie, so the starting model wins ties) is the one the run keeps: ``best_val.json`` names its step,
-and a GRPO step that beats every earlier one is saved to ``best-val/``.
+and a GRPO step that beats every earlier one is saved to ``best-val/``, and a checkpoint follows at
+that step.
+
+A run killed at any moment resumes consistent: the model it replaces in ``best-val/`` waits in
+``best-val-prev/`` until the next checkpoint, and a run that starts (from a checkpoint or from
+nothing) first forgets the records of the steps it will play again, with the best model they chose.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from wordle_rl.engine.storage import repair_jsonl, write_atomic
 from wordle_rl.environment.prompts import PromptStyle
 from wordle_rl.models.embedded import eval_mode
 
-__all__ = ["ValEvalCallback", "val_callbacks", "read_records", "best_record"]
+__all__ = ["ValEvalCallback", "val_callbacks", "read_records", "best_record", "forget_after"]
 
 
 BEST_DIR, BEST_FILE, LOG_FILE = "best-val", "best_val.json", "val_eval.jsonl"
+PREV_DIR, STEP_FILE = "best-val-prev", "wordle_rl_val_step.json"
 
 
 def val_callbacks(cfg) -> list:
@@ -60,24 +68,35 @@ class ValEvalCallback(TrainerCallback):
         self.out = Path(cfg.output_dir)
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self.resume_at(state.global_step)
         if state.global_step == 0:  # the starting model, before any update (not again on resume)
             self.evaluate(state.global_step)
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.cfg.eval_val_every and state.global_step % self.cfg.eval_val_every == 0:
-            self.evaluate(state.global_step)
+            if self.evaluate(state.global_step):
+                control.should_save = True  # the new best-val model, backed by a checkpoint
         return control
 
-    def on_train_end(self, args, state, control, **kwargs):
-        if all(r["step"] != state.global_step for r in read_records(self.out)):  # a budget ended it
-            self.evaluate(state.global_step)
+    def on_save(self, args, state, control, **kwargs):
+        if self.is_main() and (self.out / PREV_DIR).exists():
+            shutil.rmtree(self.out / PREV_DIR)
         return control
 
-    def evaluate(self, step: int) -> None:
+    def is_main(self) -> bool:
+        return self.trainer is not None and self.trainer.accelerator.is_main_process
+
+    def resume_at(self, step: int) -> None:
+        if self.is_main():
+            forget_after(self.out, step, self.cfg.model)
+
+    def evaluate(self, step: int) -> bool:
+        """Play the val answers with the model of ``step``, record it, keep it when it is the best
+        so far; whether it was."""
         # one val record per step, whatever the process count
-        if self.trainer is None or not self.trainer.accelerator.is_main_process:
-            return
+        if not self.is_main():
+            return False
         from wordle_rl.data.splits import Splits
         from wordle_rl.engine.words import load_word_lists
         from wordle_rl.evaluation.evaluate import EvalConfig, ModelPolicy, run_eval
@@ -92,6 +111,7 @@ class ValEvalCallback(TrainerCallback):
             style,
             words,
             max_new_tokens=self.cfg.max_turn_tokens,
+            batch_size=self.cfg.eval_val_batch_size,
         )
         ecfg = EvalConfig(
             split="val", train_sample=False, style=self.cfg.style, think=self.cfg.think
@@ -110,21 +130,86 @@ class ValEvalCallback(TrainerCallback):
             "val_mean_guesses_per_game": res["metrics"]["mean_guesses_per_game"],
         }
         before = best_record(read_records(self.out))
+        improved = (
+            before is None or rec["val_mean_guesses_per_game"] < before["val_mean_guesses_per_game"]
+        )
+        if improved:
+            self.keep(rec)
         with (self.out / LOG_FILE).open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
-        if before is None or rec["val_mean_guesses_per_game"] < before["val_mean_guesses_per_game"]:
-            self.keep(rec)
+        return improved
 
     def keep(self, rec: dict) -> None:
         """Save the model of ``rec`` as the run's best on val (step 0 is the starting model, which
-        is already saved where the run started from)."""
+        is already saved where the run started from); the model it replaces waits in
+        ``best-val-prev/`` until the next checkpoint."""
         from wordle_rl.models.adapters import save_whole
         from wordle_rl.models.prompt_record import write_prompt_record
 
         if rec["step"] > 0:
-            best = self.out / BEST_DIR
+            best, prev, tmp = (self.out / d for d in (BEST_DIR, PREV_DIR, f".{BEST_DIR}.tmp"))
+            if tmp.exists():
+                shutil.rmtree(tmp)
             model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-            save_whole(model, self.trainer.processing_class, best)
-            write_prompt_record(best, PromptStyle(self.cfg.style, think=self.cfg.think))
-        path = self.out / BEST_DIR if rec["step"] > 0 else Path(self.cfg.model)
-        (self.out / BEST_FILE).write_text(json.dumps({**rec, "model": str(path)}, indent=1))
+            save_whole(model, self.trainer.processing_class, tmp)
+            write_prompt_record(tmp, PromptStyle(self.cfg.style, think=self.cfg.think))
+            write_atomic(tmp / STEP_FILE, json.dumps({"step": rec["step"]}) + "\n")
+            if prev.exists():
+                shutil.rmtree(prev)
+            if best.exists():
+                best.rename(prev)
+            tmp.rename(best)
+        self.write_best(rec)
+
+    def write_best(self, rec: dict) -> None:
+        write_best(self.out, rec, self.cfg.model)
+
+
+def write_best(out: Path, rec: dict, start_model: str) -> None:
+    """``best_val.json``: the best val record, with the folder of its model."""
+    path = out / BEST_DIR if rec["step"] > 0 else Path(start_model)
+    write_atomic(out / BEST_FILE, json.dumps({**rec, "model": str(path)}, indent=1))
+
+
+def forget_after(out: Path, step: int, start_model: str) -> None:
+    """Forget what an earlier, killed run in ``out`` recorded after ``step`` (the checkpoint a run
+    starts from; 0: all of it), and put back the best model among the records kept: the one in
+    ``best-val/`` or ``best-val-prev/`` (see the module docstring).
+
+    >>> import tempfile; out = Path(tempfile.mkdtemp())
+    >>> for s in (2, 4):  # step 4 improved on step 2, then the run died before its checkpoint
+    ...     d = out / (BEST_DIR if s == 4 else PREV_DIR); d.mkdir()
+    ...     _ = (d / STEP_FILE).write_text(json.dumps({"step": s}))
+    >>> lines = [{"step": s, "val_mean_guesses_per_game": 7 - s} for s in (0, 2, 4)]
+    >>> _ = (out / LOG_FILE).write_text("".join(json.dumps(r) + "\\n" for r in lines) + '{"st')
+    >>> forget_after(out, 2, "runs/sft")
+    >>> [r["step"] for r in read_records(out)], [_held_step(out / d) for d in (BEST_DIR, PREV_DIR)]
+    ([0, 2], [2, None])
+    >>> json.loads((out / BEST_FILE).read_text())["step"]
+    2
+    """
+    repair_jsonl(out / LOG_FILE, lambda r: step > 0 and r["step"] <= step)
+    held = {d: _held_step(out / d) for d in (BEST_DIR, PREV_DIR)}
+    records = [r for r in read_records(out) if r["step"] == 0 or r["step"] in held.values()]
+    best = best_record(records)
+    want = best["step"] if best and best["step"] > 0 else None
+    if want is not None and held[BEST_DIR] != want:  # then best-val-prev holds it
+        if (out / BEST_DIR).exists():
+            shutil.rmtree(out / BEST_DIR)
+        (out / PREV_DIR).rename(out / BEST_DIR)
+    gone = (PREV_DIR, f".{BEST_DIR}.tmp") + ((BEST_DIR,) if want is None else ())
+    for d in gone:
+        if (out / d).exists():
+            shutil.rmtree(out / d)
+    if best is None:
+        (out / BEST_FILE).unlink(missing_ok=True)
+    else:
+        write_best(out, best, start_model)
+
+
+def _held_step(folder: Path) -> int | None:
+    """The step whose model a best-val folder holds (None: no whole one)."""
+    try:
+        return json.loads((folder / STEP_FILE).read_text())["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

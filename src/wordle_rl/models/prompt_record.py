@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle
 
 __all__ = [
@@ -29,8 +30,9 @@ PROMPT_RECORD = "wordle_rl_prompt.json"
 def write_prompt_record(out: str | Path, style: PromptStyle) -> None:
     """Record in a model folder the prompt style it was trained on (its name, and whether answers
     think)."""
-    (Path(out) / PROMPT_RECORD).write_text(
-        json.dumps({"style": style.name, "think": style.uses_think}) + "\n"
+    write_atomic(
+        Path(out) / PROMPT_RECORD,
+        json.dumps({"style": style.name, "think": style.uses_think}) + "\n",
     )
 
 

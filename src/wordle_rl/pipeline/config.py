@@ -16,6 +16,7 @@ and the resolved config is saved with every run.
 
 from __future__ import annotations
 
+import json
 import tomllib
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
@@ -38,6 +39,7 @@ __all__ = [
     "preset_values",
     "stage_class",
     "MANAGED",
+    "check_same_run",
 ]
 
 # Settings the pipeline gives every stage itself (paths, seed, threads, prompt style): where to set
@@ -313,3 +315,43 @@ def _validate(cfg: PipelineConfig) -> PipelineConfig:
     if cfg.threads < 1:
         raise ConfigError("threads: at least 1")
     return cfg
+
+
+def check_same_run(out: Path, new: dict) -> None:
+    """Refuse to continue the run in ``out`` with another config (one written by another version of
+    wordle-rl included), naming the settings that differ."""
+    path = out / "config.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a saved config ({e}); use another --out") from e
+    if old == new:
+        return
+    diff = _differences(old, new)
+    shown = ", ".join(diff[:5]) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
+    wrote = {}
+    if (out / "versions.json").is_file():
+        wrote = json.loads((out / "versions.json").read_text())
+    from wordle_rl.pipeline.machine import versions
+
+    mine = versions().get("wordle-rl")
+    other = wrote.get("wordle-rl")
+    by = f"; wordle-rl {other} wrote it, this is {mine}" if other and other != mine else ""
+    raise ConfigError(
+        f"{out} holds a run with a different config ({shown}{by}); use another --out or delete it"
+    )
+
+
+def _differences(old, new, where: str = "") -> list[str]:
+    """The dotted keys where two saved configs differ.
+
+    >>> _differences({"seed": 0, "sft": {"a": 1, "b": 2}}, {"seed": 0, "sft": {"a": 3}, "x": 1})
+    ['sft.a: 1 -> 3', 'sft.b: 2 -> (none)', 'x: (none) -> 1']
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            d
+            for k in sorted(set(old) | set(new))
+            for d in _differences(old.get(k, "(none)"), new.get(k, "(none)"), f"{where}{k}.")
+        ]
+    return [] if old == new else [f"{where.rstrip('.')}: {old} -> {new}"]

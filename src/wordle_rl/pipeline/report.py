@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from wordle_rl.engine.game import pattern_to_emoji, str_to_pattern
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.evaluation.tables import (
     AUDIT_COLUMNS,
     SUMMARY_COLUMNS,
@@ -240,9 +241,7 @@ def write_report(runner) -> Path:
         "```",
         "",
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_atomic(out / "report.md", "\n".join(lines))
 
 
 def training_summary(log: list[dict], max_steps: int, budget_minutes: float | None) -> dict:

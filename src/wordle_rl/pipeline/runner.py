@@ -20,7 +20,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from wordle_rl.pipeline.config import ConfigError, PipelineConfig
+from wordle_rl.engine.storage import write_atomic
+from wordle_rl.pipeline.config import ConfigError, PipelineConfig, check_same_run
 from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
 
 __all__ = ["run_pipeline", "Runner", "STAGES"]
@@ -48,7 +49,8 @@ class Runner:
         return (self.markers / f"{stage}.json").is_file()
 
     def mark(self, stage: str, seconds: float, extra: dict | None = None) -> None:
-        (self.markers / f"{stage}.json").write_text(
+        write_atomic(
+            self.markers / f"{stage}.json",
             json.dumps(
                 {
                     "stage": stage,
@@ -152,7 +154,7 @@ class Runner:
         from wordle_rl.data.files import save_dataset
         from wordle_rl.data.rl_rows import generate_rl
         from wordle_rl.data.sft_games import generate_sft
-        from wordle_rl.data.splits import check_leakage
+        from wordle_rl.data.splits import check_leakage, record_splits
 
         sft_cfg, rl_cfg = self.data_configs()
         protocol = sft_cfg.protocol
@@ -161,9 +163,11 @@ class Runner:
             sft_rows = generate_sft(sp, sft_cfg)
         check_leakage(sft_rows, sp, "sft", allow_outside=True, protocol=protocol)
         save_dataset(sft_rows, self.paths["sft_data"], "sft")
+        record_splits(self.paths["sft_data"], sp)
         rl_rows = generate_rl(sp, rl_cfg)
         check_leakage(rl_rows, sp, "rl", allow_outside=True)
         save_dataset(rl_rows, self.paths["rl_data"], "rl")
+        record_splits(self.paths["rl_data"], sp)
         return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
 
     def stage_model(self):
@@ -188,9 +192,9 @@ class Runner:
         return str(self.paths["model"]) if name.startswith(("init:", "from:")) else name
 
     def _resume(self, path: Path) -> bool:
-        from transformers.trainer_utils import get_last_checkpoint
+        from wordle_rl.training.records import last_checkpoint
 
-        return path.is_dir() and get_last_checkpoint(str(path)) is not None
+        return last_checkpoint(path) is not None
 
     def stage_sft(self):
         from wordle_rl.training.sft import run_sft
@@ -363,7 +367,7 @@ class Runner:
                 found[split],
                 d / "sft-free" / "games.jsonl",
             )
-            (d / PROBE_FILE).write_text(json.dumps(r, indent=1) + "\n")
+            write_atomic(d / PROBE_FILE, json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
 
     def stage_report(self):
@@ -376,19 +380,15 @@ class Runner:
 
 def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
     out = Path(out)
+    resolved = out / "config.json"
+    if resolved.is_file():
+        check_same_run(out, json.loads(json.dumps(asdict(cfg))))
     out.mkdir(parents=True, exist_ok=True)
     runner = Runner(cfg, out, console)
     runner.check_stages()  # fail now, not after hours of SFT (vLLM missing included)
-    resolved = out / "config.json"
-    if resolved.is_file():
-        old = json.loads(resolved.read_text())
-        if old != json.loads(json.dumps(asdict(cfg))):
-            raise ConfigError(
-                f"{out} holds a run with a different config; use another --out or delete it"
-            )
-    else:
-        resolved.write_text(json.dumps(asdict(cfg), indent=1))
-    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
+    if not resolved.is_file():
+        write_atomic(resolved, json.dumps(asdict(cfg), indent=1))
+    write_atomic(out / "versions.json", json.dumps(versions(), indent=1))
     import torch
 
     torch.set_num_threads(cfg.threads)

@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+from wordle_rl.engine.storage import replace_dir, write_atomic
 from wordle_rl.evaluation.val_callback import BEST_DIR, BEST_FILE, read_records
 
 __all__ = ["SELECTED_FILE", "select_model", "selection_lines"]
@@ -45,14 +46,14 @@ def select_model(runner) -> dict:
         picked = {"name": name, "why": "the last trained stage (no GRPO val check ran)"}
     else:  # nothing trained: the model the job started from is its model
         picked = {"name": "model", "why": "no stage trained it", "model": runner._model_source()}
-        (out / SELECTED_FILE).write_text(json.dumps(picked, indent=1) + "\n")
+        write_atomic(out / SELECTED_FILE, json.dumps(picked, indent=1) + "\n")
         return picked
-    final = out / "final"
-    if final.exists():
-        shutil.rmtree(final)
-    shutil.copytree(path, final, ignore=shutil.ignore_patterns("checkpoint-*", "best-val"))
+    skip = shutil.ignore_patterns("checkpoint-*", f"{BEST_DIR}*", ".*")
+    final = replace_dir(
+        out / "final", lambda tmp: shutil.copytree(path, tmp, ignore=skip, dirs_exist_ok=True)
+    )
     picked["model"] = str(final)
-    (out / SELECTED_FILE).write_text(json.dumps(picked, indent=1) + "\n")
+    write_atomic(out / SELECTED_FILE, json.dumps(picked, indent=1) + "\n")
     return picked
 
 

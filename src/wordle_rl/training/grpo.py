@@ -38,7 +38,7 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
     split's answer.
     """
     from wordle_rl.data.files import DataError, read_jsonl, validate_rows
-    from wordle_rl.data.splits import Splits, check_leakage
+    from wordle_rl.data.splits import Splits, check_leakage, check_made_with
 
     p = Path(path)
     f = p / "rl.jsonl" if p.is_dir() else p
@@ -47,7 +47,9 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
     rows = read_jsonl(f)
     validate_rows(rows, str(f), allow_outside=True)
     if splits is not None:
-        check_leakage(rows, Splits.load(splits), str(f), allow_outside=True)
+        sp = Splits.load(splits)
+        check_made_with(f, sp, splits)
+        check_leakage(rows, sp, str(f), allow_outside=True)
     return rows
 
 
@@ -127,6 +129,24 @@ class WordleGRPOTrainer(GRPOTrainer):
         return -(value * credited).sum() / n / steps
 
 
+def forget_recall_states(out: Path, resume: bool) -> None:
+    """Before training: a fresh run drops the recall states an earlier run in ``out`` recorded; a
+    resumed one keeps them whole (a kill may have torn a last line). States of steps a resumed run
+    plays again stay: the audit then counts more moves as imitated, never fewer."""
+    import shutil
+
+    from accelerate import PartialState
+
+    from wordle_rl.engine.storage import repair_jsonl
+    from wordle_rl.training.move_rollout import RECALL_STATES_DIR
+
+    folder, state = out / RECALL_STATES_DIR, PartialState()
+    if not resume and state.is_main_process and folder.exists():
+        shutil.rmtree(folder)
+    state.wait_for_everyone()
+    repair_jsonl(folder / f"rank{state.process_index}.jsonl")
+
+
 def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None = None) -> Path:
     """Train, save the final model + tokenizer to ``output_dir``, and return that path.
     ``callbacks``: extra ``TrainerCallback`` objects; one with a ``trainer`` attribute is handed the
@@ -142,6 +162,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     from wordle_rl.training.soft_targets import SftBatches
 
     torch.set_num_threads(cfg.threads)
+    forget_recall_states(Path(cfg.output_dir), resume)
     style = PromptStyle(cfg.style, think=cfg.think)
     check_prompt_style(cfg.model, style)
     model, tok = load_model(cfg.model, dtype=weights_dtype(cfg), threads=cfg.threads)

@@ -24,14 +24,14 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.environment.prompts import PromptStyle, detect_style
 from wordle_rl.models.adapters import LoraFields, add_lora, save_whole, weights_dtype
 from wordle_rl.models.embedded import load_model, pick_device
 from wordle_rl.models.prompt_record import write_prompt_record
-from wordle_rl.training.records import save_config
+from wordle_rl.training.records import last_checkpoint, save_config
 from wordle_rl.training.soft_targets import SoftTargetCollator, load_sft_dataset, soft_target_losses
 
 __all__ = [
@@ -364,11 +364,20 @@ def train_and_save(trainer, tok, out: Path, resume: bool, name: str) -> Path:
 
     A resumed run gets its :class:`TimeBudget` back from the checkpoint through the Trainer's own
     restore of stateful callbacks, so it continues the same budget."""
-    last = get_last_checkpoint(str(out)) if resume and out.is_dir() else None
+    from safetensors import SafetensorError
+
+    last = last_checkpoint(out) if resume else None
     if resume and last is None:
-        raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}")
+        raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out} (none that is whole)")
     trainer.args.restore_callback_states_from_checkpoint = True
-    trainer.train(resume_from_checkpoint=last)
+    try:
+        trainer.train(resume_from_checkpoint=str(last) if last else None)
+    except SafetensorError as e:
+        raise FileNotFoundError(
+            f"{last}: its weights are damaged ({e}); remove that folder to resume from the "
+            "checkpoint before it"
+        ) from e
     save_whole(trainer.model, tok, out)
-    (out / f"wordle_rl_{name}_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    log = json.dumps(trainer.state.log_history, indent=1)
+    write_atomic(out / f"wordle_rl_{name}_log.json", log)
     return out

@@ -45,9 +45,11 @@ def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | 
     from datasets import Dataset, load_from_disk
 
     from wordle_rl.data.files import DataError, read_jsonl
-    from wordle_rl.data.splits import Splits, check_leakage
+    from wordle_rl.data.splits import Splits, check_leakage, check_made_with
 
     p = Path(path)
+    if splits is not None:
+        check_made_with(p, Splits.load(splits), splits)
     keep = ("messages", "history", "refused_at")
     read = (*keep, "answer") if splits is not None else keep
     jsonl = p / "sft.jsonl" if p.is_dir() else p
