@@ -135,3 +135,17 @@ def test_a_run_folder_of_another_config_or_version_is_refused_by_name(tmp_path):
     (line,) = error_lines(r.output)
     assert r.exit_code == 2 and "config.json: not a saved config" in line
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "versions.json"]
+
+
+def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path, micro):
+    splits, data, out = tmp_path / "splits.json", tmp_path / "sft", tmp_path / "run"
+    make_splits(seed=0).save(splits)
+    save_dataset(generate_sft(make_splits(seed=0), SftConfig(games=32, seed=0)), data, "sft")
+    args = ["sft", "--model", str(micro), "--data", str(data), "--splits", str(splits)]
+    args += ["--output-dir", str(out), "--max-steps", "2", "--save-steps", "2", "--threads", "1"]
+    assert runner.invoke(app, args).exit_code == 0
+    weights = out / "checkpoint-2" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    r = runner.invoke(app, [*args, "--resume"])
+    (line,) = error_lines(r.output)
+    assert r.exit_code == 2 and f"{out / 'checkpoint-2'}: its weights are damaged" in line, r.output
