@@ -149,3 +149,43 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path, micro):
     r = runner.invoke(app, [*args, "--resume"])
     (line,) = error_lines(r.output)
     assert r.exit_code == 2 and f"{out / 'checkpoint-2'}: its weights are damaged" in line, r.output
+
+
+def test_a_grpo_run_a_budget_ends_records_its_last_step_and_keeps_best_val_whole(
+    tmp_path, trained_micro
+):
+    from wordle_rl.evaluation.val_callback import (
+        BEST_FILE,
+        PREV_DIR,
+        read_records,
+        val_callbacks,
+    )
+    from wordle_rl.training.grpo import run_grpo
+    from wordle_rl.training.grpo_config import WordleGRPOConfig
+
+    root, model_path = trained_micro
+    splits = tmp_path / "splits.json"
+    make_splits(seed=0).save(splits)
+    cfg = WordleGRPOConfig(
+        model=str(model_path),
+        data=str(root / "rl"),
+        output_dir=str(tmp_path / "grpo"),
+        splits=str(splits),
+        sft_coef=0.0,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=10,
+        max_steps=100,
+        time_budget_minutes=0.001,  # ends it after its first step
+        eval_val_every=50,
+        eval_val_games=4,
+        eval_val_batch_size=2,
+        threads=1,
+        save_steps=50,
+    )
+    out = run_grpo(cfg, callbacks=val_callbacks(cfg))
+    steps = [r["step"] for r in read_records(out)]
+    last = json.loads(next(out.glob("checkpoint-*/trainer_state.json")).read_text())["global_step"]
+    assert steps == [0, last] and 0 < last < 100
+    best = json.loads((out / BEST_FILE).read_text())
+    assert best["step"] in steps and not (out / PREV_DIR).exists()

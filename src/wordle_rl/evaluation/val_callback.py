@@ -80,9 +80,19 @@ class ValEvalCallback(TrainerCallback):
         return control
 
     def on_save(self, args, state, control, **kwargs):
+        self.drop_prev()
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if all(r["step"] != state.global_step for r in read_records(self.out)):  # a budget ended it
+            self.evaluate(state.global_step)
+            self.drop_prev()  # the run's last checkpoint, saved before this, holds this step
+        return control
+
+    def drop_prev(self) -> None:
+        """A checkpoint now backs the model in ``best-val/``: the one it replaced can go."""
         if self.is_main() and (self.out / PREV_DIR).exists():
             shutil.rmtree(self.out / PREV_DIR)
-        return control
 
     def is_main(self) -> bool:
         return self.trainer is not None and self.trainer.accelerator.is_main_process
