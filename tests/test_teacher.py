@@ -133,6 +133,12 @@ def test_games_appended_and_rerun_skips(teacher_server, tmp_path):
     calls = script.calls
     again = play_teacher_games(_cfg(url), games["answers"], out)
     assert again["skipped"] == 3 and script.calls == calls and len(read_jsonl(out)) == 3
+    # a crash cut the last line short: it goes, that game is played again, every line is whole
+    text = out.read_text()
+    out.write_text(text[: text.rindex('{"answer"') + 20])
+    torn = play_teacher_games(_cfg(url), games["answers"], out)
+    assert torn["skipped"] == 2 and torn["played"] == 1 and len(read_jsonl(out)) == 3
+    assert sorted(r["answer"] for r in read_jsonl(out)) == sorted(games["answers"])
     summary = summarize_teacher(rows)
     assert summary["crane"] == {"games": 1, "wins": 1, "format_errors": 1, "mean_turns": 3.0}
     sft = teacher_to_sft(rows, won_only=True, format_clean=True)

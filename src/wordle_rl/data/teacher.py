@@ -27,6 +27,7 @@ from pathlib import Path
 
 import openai
 
+from wordle_rl.engine.storage import repair_jsonl, whole_records
 from wordle_rl.environment.env import EnvConfig, WordleEnv
 from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle
 from wordle_rl.environment.rewards import RewardContext
@@ -105,16 +106,8 @@ def chat_completion(client: openai.OpenAI, cfg: TeacherConfig, messages: list[di
 
 
 def _finished_keys(path: Path) -> set[str]:
-    done = set()
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash: that game is played again
-            if row.get("status") == "done":
-                done.add(row["key"])
-    return done
+    repair_jsonl(path)  # a line a crash cut short goes (its game is played again)
+    return {row["key"] for row in whole_records(path)[0] if row.get("status") == "done"}
 
 
 def play_teacher_games(
