@@ -179,7 +179,6 @@ def test_a_grpo_run_a_budget_ends_records_its_last_step_and_keeps_best_val_whole
         time_budget_minutes=0.001,  # ends it after its first step
         eval_val_every=50,
         eval_val_games=4,
-        eval_val_batch_size=2,
         threads=1,
         save_steps=50,
     )

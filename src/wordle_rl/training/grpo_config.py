@@ -133,13 +133,6 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "the run's best model (best-val/, best_val.json)."
         },
     )
-    eval_val_batch_size: int = field(
-        default=128,
-        metadata={
-            "help": "Val games per generate call of the val check; fewer hold less memory with a "
-            "large model."
-        },
-    )
     splits: str = field(
         default="data/splits.json",
         metadata={
@@ -213,8 +206,6 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
     def __post_init__(self) -> None:
         if self.style is None:
             self.style, self.think = model_style(self.model, None, self.think or None)
-        if self.eval_val_batch_size < 1:
-            raise ValueError(f"eval_val_batch_size must be at least 1: {self.eval_val_batch_size}")
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError(
                 "num_generations must be at least 2: GRPO compares games within a group, and a "
