@@ -100,31 +100,28 @@ def data_call(fn, *args, **kw):
     """Call ``fn``; a data or word-list error, or a full disk, becomes a clear error exit."""
     from wordle_rl.data.files import DataError
 
-    try:
+    with one_line_errors((DataError, WordListError)):
         return fn(*args, **kw)
-    except (DataError, WordListError) as e:
-        raise fail(str(e)) from e
-    except OSError as e:
-        if disk_full(e):
-            where = e.filename or "a file"
-            raise fail(f"{where}: no space left on the disk; nothing half-written was kept") from e
-        raise
 
 
 @contextmanager
 def one_line_errors(known: tuple, where: Path | None = None, again: str = "run it again"):
     """Run the body; an error of a ``known`` type, or any error on a full disk (the disk holding
-    ``where``), ends the command with one clear line and exit code 2; ``again`` says how to go
-    on once there is space."""
+    ``where``), ends the command with one clear line and exit code 2, naming the file that could
+    not be written where the error does; ``again`` says how to go on once there is space."""
     try:
         yield
     except known as e:
         raise fail(str(e)) from e
     except Exception as e:
-        if disk_full(e, where):
+        if not disk_full(e, where):
+            raise
+        if isinstance(e, OSError) and e.filename:
+            what = f"{e.filename}: no space left on the disk"
+        else:
             disk = f" holding {where}" if where is not None else ""
-            raise fail(f"no space left on the disk{disk} ({e}); free some, then {again}") from e
-        raise
+            what = f"no space left on the disk{disk} ({e})"
+        raise fail(f"{what}; free some, then {again}") from e
 
 
 def disk_full(e: BaseException | None, where: Path | None = None) -> bool:

@@ -168,9 +168,6 @@ class ValEvalCallback(TrainerCallback):
             if best.exists():
                 best.rename(prev)
             tmp.rename(best)
-        self.write_best(rec)
-
-    def write_best(self, rec: dict) -> None:
         write_best(self.out, rec, self.cfg.model)
 
 

@@ -24,7 +24,7 @@ from wordle_rl.environment.prompts import PromptStyle
 from wordle_rl.environment.reward_funcs import make_reward_funcs
 from wordle_rl.environment.rewards import RewardWeights
 from wordle_rl.training.grpo_config import WordleGRPOConfig, vllm_missing
-from wordle_rl.training.move_rollout import MoveRollout, fits_reward
+from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, fits_reward
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout
 
 __all__ = ["WordleGRPOConfig", "WordleGRPOTrainer", "run_grpo", "load_rl_rows", "vllm_missing"]
@@ -138,7 +138,6 @@ def forget_recall_states(out: Path, resume: bool) -> None:
     from accelerate import PartialState
 
     from wordle_rl.engine.storage import repair_jsonl
-    from wordle_rl.training.move_rollout import RECALL_STATES_DIR
 
     folder, state = out / RECALL_STATES_DIR, PartialState()
     if not resume and state.is_main_process and folder.exists():
