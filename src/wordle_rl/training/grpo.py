@@ -114,9 +114,13 @@ class WordleGRPOTrainer(GRPOTrainer):
         prompt, completion = inputs["prompt_ids"], inputs["completion_ids"]
         ids = torch.cat([prompt, completion], dim=1)
         mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        # the logit one position before a token predicts it
-        logits = logits[:, prompt.shape[1] - 1 : -1].float() / self.args.temperature
+        # only the positions that predict the completion's tokens (the logit one position before
+        # a token predicts it): a long prompt's logits over a large vocabulary would not fit
+        width = completion.shape[1]
+        logits = model(
+            input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=width + 1
+        ).logits
+        logits = logits[:, :width].float() / self.args.temperature
         # each position's letters a-z (a BPE model writes later letters with a leading space)
         probs = logits.softmax(-1).gather(-1, inputs["letter_ids"])
         value = (probs * allowed).sum(-1)

@@ -310,6 +310,7 @@ class MoveRollout(WordleRollout):
         extra = len(group_rows) * (self.cfg.moves_games - 1)
         played = group_rows + [int(self.rng.integers(len(self.rows))) for _ in range(extra)]
         games = self.play(model, played, sample_turns=0)
+        t_play = time.perf_counter()
         picks = self.draw_states(games, [self.rows[r] for r in played], len(group_rows))
         states = [decisions[k] for _, k, decisions, _ in picks]
         n_fit = [fitting for *_, fitting in picks]
@@ -320,7 +321,9 @@ class MoveRollout(WordleRollout):
         taught = [h for (_, h), n in zip(states, n_fit) if n != HELD_OUT]
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
+        t_states = time.perf_counter()
         moves = self._sample_moves(model, prefixes)
+        t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
@@ -347,6 +350,11 @@ class MoveRollout(WordleRollout):
                 "wordle/state_held_out": float(np.mean([c == HELD_OUT for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
+                # where a rollout's time goes: the greedy games, drawing their states, the samples
+                "wordle/play_s": t_play - t0,
+                "wordle/states_s": t_states - t_play,
+                "wordle/sample_s": t_sample - t_states,
+                "wordle/rollout_s": time.perf_counter() - t0,
             }
         )
         self.log_stats(trainer)
