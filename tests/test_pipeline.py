@@ -41,6 +41,8 @@ def test_presets_and_config_errors(tmp_path):
         ('preset = "quick"\n[grpo]\nnum_generations = 1\n', "at least 2"),
         ('preset = "quick"\n[data.sft]\nsolver_mix = "typo:1"\n', "bad solver mix"),
         ('preset = "quick"\n[grpo]\nper_device_train_batch_size = 6\n', "divisible by"),
+        ('preset = "quick"\n[grpo]\nenabled = false\n', "control: needs the sft and grpo"),
+        ('preset = "quick"\n[control]\nlearning_rate = -1.0\n', "control.learning_rate"),
     ]:
         f.write_text(text)
         out = tmp_path / "bad"
@@ -92,6 +94,8 @@ def test_quick_pipeline_end_to_end(tmp_path):
     for split in ("test", "val"):
         runs = sorted(p.name for p in (out / "eval" / split).iterdir() if p.is_dir())
         assert runs == [
+            "control-consistent",
+            "control-free",
             "grpo-consistent",
             "grpo-free",
             "sft-consistent",
@@ -151,12 +155,10 @@ def test_quick_pipeline_end_to_end(tmp_path):
     assert peaks[0] > 0.05 and peaks == sorted(peaks), peaks
     assert f"| sft | {marks['sft']['seconds']} | {marks['sft']['peak_rss_gib']} |" in text
     # steps done, read back from each stage's log, against the preset's max_steps
-    for stage in (
-        "sft",
-        "grpo",
-    ):
+    for stage in ("sft", "grpo", "control"):
         max_steps = getattr(load_config("quick"), stage).settings["max_steps"]
-        log = json.loads((out / stage / f"wordle_rl_{stage}_log.json").read_text())
+        kind = "grpo" if stage == "grpo" else "sft"
+        log = json.loads((out / stage / f"wordle_rl_{kind}_log.json").read_text())
         done = max(e["step"] for e in log)
         training = text.split("## Training")[1].splitlines()
         row = next(line for line in training if line.startswith(f"| {stage} | "))
@@ -168,6 +170,14 @@ def test_quick_pipeline_end_to_end(tmp_path):
         2,
     ] and f"| 2 | {100 * val[1]['val_win_rate']:.1f} % |" in text
     assert (out / "plots" / "grpo_val_curve.png").is_file() and "| sft | grpo | free |" in text
+    assert all(0 <= v["val_invalid_word_rate"] <= 1 for v in val)
+    # the control: more SFT from the SFT model, for the GRPO stage's time, at GRPO's learning rate
+    control = json.loads((out / "control" / "wordle_rl_sft_config.json").read_text())
+    assert control["model"] == str(out / "sft")
+    assert control["learning_rate"] == load_config("quick").grpo.settings["learning_rate"]
+    assert control["time_budget_minutes"] == round(marks["grpo"]["seconds"] / 60, 4)
+    assert "| grpo | control | free |" in text and "| sft | control | free |" in text
+    assert "time budget ended it" not in text
     # the job's model: the val check's best, never worse on val than the SFT model (step 0)
     picked = json.loads((out / "selected.json").read_text())
     assert picked["name"] in ("sft", "grpo") and "## The job's model" in text

@@ -82,20 +82,30 @@ def plot_training_log(log: list[dict], keys: list[str], out: str | Path, title: 
 
 
 def plot_val_curve(records: list[dict], out: str | Path) -> Path:
-    """GRPO's in-training val check (``val_eval.jsonl``): greedy win rate and mean guesses per game
-    against step."""
+    """GRPO's in-training val check (``val_eval.jsonl``): greedy win rate, mean guesses per game
+    and the shares of non-words, contradictions and repeats against step."""
     plt = _plt()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     steps = [r["step"] for r in records]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 3.6))
     left.plot(steps, [100 * r["val_win_rate"] for r in records], marker="o")
     left.set_ylabel("greedy val wins (%)")
-    right.plot(
+    mid.plot(
         steps, [r.get("val_mean_guesses_per_game") for r in records], marker="o", color="tab:orange"
     )
-    right.set_ylabel("mean guesses per game (loss = 7)")
-    for ax in (left, right):
+    mid.set_ylabel("mean guesses per game (loss = 7)")
+    for key, label in (
+        ("val_invalid_word_rate", "non-words"),
+        ("val_inconsistent_rate", "contradictions"),
+        ("val_repeated_guess_rate", "repeats"),
+    ):
+        pts = [(r["step"], 100 * r[key]) for r in records if key in r]
+        if pts:
+            right.plot(*zip(*pts), marker="o", label=label)
+    right.set_ylabel("share of moves (%)")
+    right.legend(fontsize=8)
+    for ax in (left, mid, right):
         ax.set_xlabel("GRPO step")
     fig.suptitle("GRPO: greedy play on val answers during training")
     fig.tight_layout()

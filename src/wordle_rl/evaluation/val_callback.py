@@ -5,7 +5,8 @@ checkpoint it keeps.
 
 Every ``eval_val_every`` steps, at step 0 (the starting model, before any update) and at the last
 step, the policy plays the same val answers (all of them, or ``eval_val_games`` drawn with the run's
-seed); win rate and guesses go to ``val_eval.jsonl`` in the run's output folder, one line per step.
+seed); win rate, guesses and the shares of non-words, contradictions and repeats go to
+``val_eval.jsonl`` in the run's output folder, one line per step.
 The model with the fewest guesses per game (a loss counts as ``max_turns + 1``; the earlier step on
 a tie, so the starting model wins ties) is the one the run keeps: ``best_val.json`` names its step,
 and a GRPO step that beats every earlier one is saved to ``best-val/``, and a checkpoint follows at
@@ -29,11 +30,20 @@ from wordle_rl.engine.storage import repair_jsonl, write_atomic
 from wordle_rl.environment.prompts import PromptStyle
 from wordle_rl.models.embedded import eval_mode
 
-__all__ = ["ValEvalCallback", "val_callbacks", "read_records", "best_record", "forget_after"]
+__all__ = [
+    "ValEvalCallback",
+    "val_callbacks",
+    "read_records",
+    "best_record",
+    "forget_after",
+    "ERROR_RATES",
+]
 
 
 BEST_DIR, BEST_FILE, LOG_FILE = "best-val", "best_val.json", "val_eval.jsonl"
 PREV_DIR, STEP_FILE = "best-val-prev", "wordle_rl_val_step.json"
+# the move errors each val record also holds (the shares of moves of :func:`run_eval`'s metrics)
+ERROR_RATES = ("invalid_word_rate", "inconsistent_rate", "repeated_guess_rate")
 
 
 def val_callbacks(cfg) -> list:
@@ -137,6 +147,7 @@ class ValEvalCallback(TrainerCallback):
             "val_win_rate": res["metrics"]["win_rate"],
             "val_mean_guesses": res["metrics"]["mean_guesses_on_wins"],
             "val_mean_guesses_per_game": res["metrics"]["mean_guesses_per_game"],
+            **{f"val_{k}": res["metrics"][k] for k in ERROR_RATES},
         }
         before = best_record(read_records(self.out))
         improved = (

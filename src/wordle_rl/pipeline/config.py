@@ -8,7 +8,8 @@ the fields of :class:`~wordle_rl.data.sft_games.SftConfig`, ``data.rl`` those of
 :class:`~wordle_rl.data.rl_rows.RlConfig`, ``sft`` those of
 :class:`~wordle_rl.training.sft.WordleSFTConfig` and ``grpo`` those of
 :class:`~wordle_rl.training.grpo_config.WordleGRPOConfig`, the same names the stage's command takes
-as flags (``wordle-rl grpo --help-config``). A section holds only what differs from those defaults;
+as flags (``wordle-rl grpo --help-config``); ``control`` (off unless enabled) takes those of
+:class:`~wordle_rl.training.sft.WordleSFTConfig` too. A section holds only what differs from those defaults;
 the pipeline sets the paths, seed, threads and prompt style of every stage itself. Every key is
 checked (unknown keys, wrong types and impossible values are refused with the key and the reason),
 and the resolved config is saved with every run.
@@ -135,6 +136,14 @@ class PipelineConfig:
     model: ModelSection = field(default_factory=ModelSection)
     sft: StageSection = field(default_factory=StageSection)
     grpo: StageSection = field(default_factory=StageSection)
+    control: StageSection = field(
+        default_factory=lambda: StageSection(enabled=False),
+        metadata={
+            "help": "The GRPO stage's control: more SFT from the SFT model for as long as the GRPO "
+            "stage took (WordleSFTConfig fields over the sft section's; learning_rate defaults "
+            "to the grpo section's), evaluated beside it."
+        },
+    )
     eval: EvalSection = field(default_factory=EvalSection)
 
 
@@ -164,7 +173,7 @@ def stage_class(where: str):
         from wordle_rl.data.rl_rows import RlConfig
 
         return RlConfig
-    if where == "sft":
+    if where in ("sft", "control"):
         from wordle_rl.training.sft import WordleSFTConfig
 
         return WordleSFTConfig

@@ -16,7 +16,7 @@ from wordle_rl.evaluation.tables import (
     fmt_pct,
     summary_cells,
 )
-from wordle_rl.evaluation.val_callback import read_records
+from wordle_rl.evaluation.val_callback import ERROR_RATES, read_records
 from wordle_rl.pipeline.select import selection_lines
 
 __all__ = ["write_report", "results_rows", "training_summary"]
@@ -68,7 +68,7 @@ def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str
     from wordle_rl.evaluation.stats import paired_comparison, read_games
 
     names = {name for name, _ in runs}
-    order = ("start", "sft", "grpo", "final")
+    order = ("start", "sft", "grpo", "control", "final")
     models = [m for m in order if any(n.startswith(f"{m}-") for n in names)]
     pairs = [(a, b) for k, a in enumerate(models) for b in models[k + 1 :]]
     rows = [
@@ -176,15 +176,19 @@ def write_report(runner) -> Path:
             "GRPO: greedy play on the val answers during training (step 0 is the SFT model; the "
             "step with the fewest guesses per game is the one kept)",
             "",
-            "| step | val win rate | mean guesses on wins | mean guesses per game (loss = 7) |",
-            "|---|---|---|---|",
+            "| step | val win rate | mean guesses on wins | mean guesses per game (loss = 7) | "
+            "non-words | contradictions | repeats |",
+            "|---|---|---|---|---|---|---|",
         ]
         for rec in records:
             mean = f"{rec['val_mean_guesses']:.3f}" if rec["val_mean_guesses"] else "-"
             per_game = rec.get("val_mean_guesses_per_game")
+            errors = " | ".join(
+                fmt_pct(rec[f"val_{k}"]) if f"val_{k}" in rec else "-" for k in ERROR_RATES
+            )
             lines.append(
                 f"| {rec['step']} | {fmt_pct(rec['val_win_rate'])} | {mean} | "
-                f"{f'{per_game:.3f}' if per_game is not None else '-'} |"
+                f"{f'{per_game:.3f}' if per_game is not None else '-'} | {errors} |"
             )
         p = plot_val_curve(records, plots / "grpo_val_curve.png")
         lines += ["", f"![val during GRPO](plots/{p.name})"]
@@ -291,16 +295,25 @@ def _training_lines(runner) -> list[str]:
             f"| {stage} | {t['steps']:,} of {t['max_steps']:,} | {seconds} | "
             f"{t['steps_per_s'] or '-'} | {t['ended_by']} |"
         )
+    if any(stage == "control" for stage, _ in rows):
+        cfg = runner.control_config()
+        lines += [
+            "",
+            f"The control trained on from the SFT model with SFT alone (learning rate "
+            f"{cfg.learning_rate:g}, {cfg.per_device_train_batch_size} games a step) for at "
+            f"most the GRPO stage's wall-clock, its val checks included "
+            f"({cfg.time_budget_minutes * 60:.0f} s): what the same time buys without the RL term.",
+        ]
     return lines
 
 
 def _training_summaries(runner) -> list[tuple[str, dict]]:
     """(stage, :func:`training_summary`) of each training stage that left a log."""
     rows = []
-    for stage in ("sft", "grpo"):
-        log_file = runner.paths[stage] / f"wordle_rl_{stage}_log.json"
+    for stage, kind in (("sft", "sft"), ("grpo", "grpo"), ("control", "sft")):
+        log_file = runner.paths[stage] / f"wordle_rl_{kind}_log.json"
         if log_file.is_file():
-            cfg = runner.sft_config() if stage == "sft" else runner.grpo_config()
+            cfg = getattr(runner, f"{stage}_config")()
             log = json.loads(log_file.read_text())
             rows.append((stage, training_summary(log, cfg.max_steps, cfg.time_budget_minutes)))
     return rows
@@ -314,7 +327,7 @@ def _training_warnings(runner) -> list[str]:
         f"{t['max_steps']:,} steps.** Its model depends on this machine's speed; without a "
         "budget (the default) every machine trains the same steps.\n"
         for stage, t in _training_summaries(runner)
-        if t["ended_by"].startswith("time budget")
+        if t["ended_by"].startswith("time budget") and stage != "control"  # the control's is its
     ]
 
 

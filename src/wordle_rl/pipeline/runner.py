@@ -6,7 +6,8 @@
 
 Stages, in order: words (lists, pattern matrix, openers), baselines (solvers on each evaluated
 split), data (splits, SFT games, RL prompts), model (the embedded default or a hub model), sft,
-grpo, select (the job's model: the one that plays val best, :mod:`wordle_rl.pipeline.select`),
+grpo, control (when enabled: more SFT for as long as GRPO took, the RL term's control), select
+(the job's model: the one that plays val best, :mod:`wordle_rl.pipeline.select`),
 eval (free and consistent decoding on the test and val splits, audited against the run's own
 training data), report. The settings are :mod:`wordle_rl.pipeline.config`. Each stage writes its
 outputs and a marker; a rerun skips finished stages and resumes a killed training stage from its
@@ -27,7 +28,18 @@ from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
 __all__ = ["run_pipeline", "Runner", "STAGES"]
 
 
-STAGES = ("words", "baselines", "data", "model", "sft", "grpo", "select", "eval", "report")
+STAGES = (
+    "words",
+    "baselines",
+    "data",
+    "model",
+    "sft",
+    "grpo",
+    "control",
+    "select",
+    "eval",
+    "report",
+)
 
 
 class Runner:
@@ -42,6 +54,7 @@ class Runner:
             "model": out / "model",
             "sft": out / "sft",
             "grpo": out / "grpo",
+            "control": out / "control",
             "eval": out / "eval",
         }
 
@@ -261,6 +274,50 @@ class Runner:
             **t,
         )
 
+    def stage_control(self):
+        from wordle_rl.training.sft import run_sft
+
+        if not self.cfg.control.enabled:
+            return {"skipped": True}
+        cfg = self.control_config()
+        run_sft(cfg, resume=self._resume(self.paths["control"]))
+        return {"time_budget_minutes": cfg.time_budget_minutes}
+
+    def control_config(self, grpo_seconds: float | None = None):
+        """The control's ``WordleSFTConfig``: the SFT stage's, trained on from the SFT model with
+        the GRPO stage's learning rate, for as long as the GRPO stage took (its val checks
+        included), then the ``control`` section."""
+        from wordle_rl.data.files import field_default
+        from wordle_rl.training.grpo_config import WordleGRPOConfig
+        from wordle_rl.training.sft import WordleSFTConfig
+
+        if not (self.cfg.sft.enabled and self.cfg.grpo.enabled):
+            raise ConfigError(
+                "control: needs the sft and grpo stages (it trains on from the SFT model for as "
+                "long as the GRPO stage took); disable it or enable them"
+            )
+        if grpo_seconds is None:
+            grpo_seconds = json.loads((self.markers / "grpo.json").read_text())["seconds"]
+        lr = self.cfg.grpo.settings.get(
+            "learning_rate", field_default(WordleGRPOConfig, "learning_rate")
+        )
+        t = {
+            **self.cfg.sft.settings,
+            "learning_rate": lr,
+            "time_budget_minutes": round(grpo_seconds / 60, 4),
+            **self.cfg.control.settings,
+        }
+        return WordleSFTConfig(
+            model=str(self.paths["sft"]),
+            data=str(self.paths["sft_data"]),
+            splits=str(self.paths["splits"]),
+            output_dir=str(self.paths["control"]),
+            threads=self.cfg.threads,
+            seed=self.cfg.seed,
+            disable_tqdm=False,
+            **t,
+        )
+
     def check_stages(self) -> None:
         """Build every enabled stage's config once, so that a bad value stops the job before the
         first stage rather than after hours of the ones before it."""
@@ -270,6 +327,8 @@ class Runner:
                 self.sft_config()
             if self.cfg.grpo.enabled:
                 self.grpo_config()
+            if self.cfg.control.enabled:
+                self.control_config(grpo_seconds=60.0)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad setting: {e}") from e
 
@@ -290,6 +349,8 @@ class Runner:
             out.append(("sft", self.paths["sft"]))
         if self.cfg.grpo.enabled:
             out.append(("grpo", self.paths["grpo"]))
+        if self.cfg.control.enabled:
+            out.append(("control", self.paths["control"]))
         selected = self.out / SELECTED_FILE
         if selected.is_file() and json.loads(selected.read_text())["name"] == "final":
             out.append(("final", self.out / "final"))
