@@ -86,3 +86,16 @@ def test_the_greedy_flag_is_what_greedy_decoding_writes(trained_micro, words, tm
     assert f"{len(states)} recall states" in result.output and "0 / 0" in result.output
     missing = CliRunner().invoke(app, ["probe", str(model_path), "--games", str(tmp_path / "x")])
     assert missing.exit_code != 0 and "no games.jsonl" in missing.output
+
+
+def test_a_report_without_recall_states_says_so(trained_micro, tmp_path):
+    from wordle_rl.evaluation.recall_probe import PROBE_FILE, probe_summary
+    from wordle_rl.pipeline.report import _probe_lines
+
+    _, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    found = probe_model(model, tok, [], PromptStyle("tiles", think=False))
+    summary = probe_summary([model_path, model_path], [found, found], tmp_path / "games.jsonl")
+    (tmp_path / PROBE_FILE).write_text(json.dumps(summary))
+    text = " ".join(_probe_lines(tmp_path))
+    assert summary["states"] == 0 and "reached no recall state" in text and "nan" not in text

@@ -9,10 +9,10 @@ the fields of :class:`~wordle_rl.data.sft_games.SftConfig`, ``data.rl`` those of
 :class:`~wordle_rl.training.sft.WordleSFTConfig` and ``grpo`` those of
 :class:`~wordle_rl.training.grpo_config.WordleGRPOConfig`, the same names the stage's command takes
 as flags (``wordle-rl grpo --help-config``); ``control`` (off unless enabled) takes those of
-:class:`~wordle_rl.training.sft.WordleSFTConfig` too. A section holds only what differs from those defaults;
-the pipeline sets the paths, seed, threads and prompt style of every stage itself. Every key is
-checked (unknown keys, wrong types and impossible values are refused with the key and the reason),
-and the resolved config is saved with every run.
+:class:`~wordle_rl.training.sft.WordleSFTConfig` too. A section holds only what differs from those
+defaults; the pipeline sets the paths, seed, threads and prompt style of every stage itself. Every
+key is checked (unknown keys, wrong types and impossible values are refused with the key and the
+reason), and the resolved config is saved with every run.
 """
 
 from __future__ import annotations

@@ -105,6 +105,12 @@ def _probe_lines(eval_dir: Path) -> list[str]:
         return []
     r = json.loads((eval_dir / PROBE_FILE).read_text())
     sft, grpo = r["models"]
+    if not r["states"]:
+        return [
+            "",
+            "Recall probe: the SFT model's games reached no recall state (no state where the "
+            "answer is the one answer word that fits), so there is nothing to probe.",
+        ]
     return [
         "",
         f"Recall probe: at the {r['states']} recall states of the SFT model's games (the answer "

@@ -216,21 +216,21 @@ class Runner:
             return {"skipped": True}
         run_sft(self.sft_config(), resume=self._resume(self.paths["sft"]))
 
-    def sft_config(self):
+    def sft_config(self, **override):
         """The SFT stage's ``WordleSFTConfig``: this run's paths, seed and threads, then the ``sft``
-        section."""
+        section, then ``override``."""
         from wordle_rl.training.sft import WordleSFTConfig
 
-        return WordleSFTConfig(
-            model=self._model_source(),
-            data=str(self.paths["sft_data"]),
-            splits=str(self.paths["splits"]),
-            output_dir=str(self.paths["sft"]),
-            threads=self.cfg.threads,
-            seed=self.cfg.seed,
-            disable_tqdm=False,
-            **self.cfg.sft.settings,
-        )
+        run = {
+            "model": self._model_source(),
+            "data": str(self.paths["sft_data"]),
+            "splits": str(self.paths["splits"]),
+            "output_dir": str(self.paths["sft"]),
+            "threads": self.cfg.threads,
+            "seed": self.cfg.seed,
+            "disable_tqdm": False,
+        }
+        return WordleSFTConfig(**{**run, **self.cfg.sft.settings, **override})
 
     def stage_grpo(self):
         import os
@@ -289,7 +289,6 @@ class Runner:
         included), then the ``control`` section."""
         from wordle_rl.data.files import field_default
         from wordle_rl.training.grpo_config import WordleGRPOConfig
-        from wordle_rl.training.sft import WordleSFTConfig
 
         if not (self.cfg.sft.enabled and self.cfg.grpo.enabled):
             raise ConfigError(
@@ -301,22 +300,13 @@ class Runner:
         lr = self.cfg.grpo.settings.get(
             "learning_rate", field_default(WordleGRPOConfig, "learning_rate")
         )
-        t = {
-            **self.cfg.sft.settings,
+        control = {
+            "model": str(self.paths["sft"]),
+            "output_dir": str(self.paths["control"]),
             "learning_rate": lr,
             "time_budget_minutes": round(grpo_seconds / 60, 4),
-            **self.cfg.control.settings,
         }
-        return WordleSFTConfig(
-            model=str(self.paths["sft"]),
-            data=str(self.paths["sft_data"]),
-            splits=str(self.paths["splits"]),
-            output_dir=str(self.paths["control"]),
-            threads=self.cfg.threads,
-            seed=self.cfg.seed,
-            disable_tqdm=False,
-            **t,
-        )
+        return self.sft_config(**{**control, **self.cfg.control.settings})
 
     def check_stages(self) -> None:
         """Build every enabled stage's config once, so that a bad value stops the job before the
