@@ -43,7 +43,7 @@ def test_pipeline_presets_are_the_package_config_files(tmp_path):
                 continue
             for key, value in table.items():
                 got = getattr(cfg, section)
-                if section in ("sft", "grpo") and key != "enabled":
+                if section in ("sft", "grpo", "control") and key != "enabled":
                     got = got.settings  # a stage section holds its config class's fields
                 got = got[key] if isinstance(got, dict) else getattr(got, key)
                 assert got == value, (path.stem, section, key)

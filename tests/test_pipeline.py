@@ -142,7 +142,10 @@ def test_quick_pipeline_end_to_end(tmp_path):
         sft, grpo = probe["models"]
         assert probe["states"] == len(states) and sft["model"] == str(out / "sft")
         assert sft["greedy_right"] == sum(s.played_right for s in states)
-        assert f"GRPO {grpo['mean_p']:.3f}, {grpo['greedy_right']} " in section
+        if probe["states"]:
+            assert f"GRPO {grpo['mean_p']:.3f}, {grpo['greedy_right']} " in section
+        else:  # the micro model's games may reach none
+            assert "reached no recall state" in section and "nan" not in section
     assert (
         "Sample games" in text
         and "Wall time and memory per stage" in text

@@ -17,6 +17,7 @@ from wordle_rl.evaluation.tables import (
     summary_cells,
 )
 from wordle_rl.evaluation.val_callback import ERROR_RATES, read_records
+from wordle_rl.pipeline.control import control_config
 from wordle_rl.pipeline.select import selection_lines
 
 __all__ = ["write_report", "results_rows", "training_summary"]
@@ -302,7 +303,7 @@ def _training_lines(runner) -> list[str]:
             f"{t['steps_per_s'] or '-'} | {t['ended_by']} |"
         )
     if any(stage == "control" for stage, _ in rows):
-        cfg = runner.control_config()
+        cfg = control_config(runner)
         lines += [
             "",
             f"The control trained on from the SFT model with SFT alone (learning rate "
@@ -319,7 +320,8 @@ def _training_summaries(runner) -> list[tuple[str, dict]]:
     for stage, kind in (("sft", "sft"), ("grpo", "grpo"), ("control", "sft")):
         log_file = runner.paths[stage] / f"wordle_rl_{kind}_log.json"
         if log_file.is_file():
-            cfg = getattr(runner, f"{stage}_config")()
+            cfg = {"sft": runner.sft_config, "grpo": runner.grpo_config}.get(stage)
+            cfg = cfg() if cfg else control_config(runner)
             log = json.loads(log_file.read_text())
             rows.append((stage, training_summary(log, cfg.max_steps, cfg.time_budget_minutes)))
     return rows

@@ -28,18 +28,7 @@ from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
 __all__ = ["run_pipeline", "Runner", "STAGES"]
 
 
-STAGES = (
-    "words",
-    "baselines",
-    "data",
-    "model",
-    "sft",
-    "grpo",
-    "control",
-    "select",
-    "eval",
-    "report",
-)
+STAGES = tuple("words baselines data model sft grpo control select eval report".split())
 
 
 class Runner:
@@ -51,30 +40,16 @@ class Runner:
             "splits": out / "data" / "splits.json",
             "sft_data": out / "data" / "sft",
             "rl_data": out / "data" / "rl",
-            "model": out / "model",
-            "sft": out / "sft",
-            "grpo": out / "grpo",
-            "control": out / "control",
-            "eval": out / "eval",
+            **{name: out / name for name in ("model", "sft", "grpo", "control", "eval")},
         }
 
     def done(self, stage: str) -> bool:
         return (self.markers / f"{stage}.json").is_file()
 
     def mark(self, stage: str, seconds: float, extra: dict | None = None) -> None:
-        write_atomic(
-            self.markers / f"{stage}.json",
-            json.dumps(
-                {
-                    "stage": stage,
-                    "seconds": round(seconds, 1),
-                    "peak_rss_gib": peak_rss_gib(),
-                    "peak_gpu_gib": peak_gpu_gib(),
-                    **(extra or {}),
-                },
-                indent=1,
-            )
-        )
+        record = {"stage": stage, "seconds": round(seconds, 1), "peak_rss_gib": peak_rss_gib()}
+        record |= {"peak_gpu_gib": peak_gpu_gib(), **(extra or {})}
+        write_atomic(self.markers / f"{stage}.json", json.dumps(record, indent=1))
 
     def run(self, stages=STAGES) -> None:
         for stage in stages:
@@ -275,42 +250,15 @@ class Runner:
         )
 
     def stage_control(self):
-        from wordle_rl.training.sft import run_sft
+        from wordle_rl.pipeline.control import run_control
 
-        if not self.cfg.control.enabled:
-            return {"skipped": True}
-        cfg = self.control_config()
-        run_sft(cfg, resume=self._resume(self.paths["control"]))
-        return {"time_budget_minutes": cfg.time_budget_minutes}
-
-    def control_config(self, grpo_seconds: float | None = None):
-        """The control's ``WordleSFTConfig``: the SFT stage's, trained on from the SFT model with
-        the GRPO stage's learning rate, for as long as the GRPO stage took (its val checks
-        included), then the ``control`` section."""
-        from wordle_rl.data.files import field_default
-        from wordle_rl.training.grpo_config import WordleGRPOConfig
-
-        if not (self.cfg.sft.enabled and self.cfg.grpo.enabled):
-            raise ConfigError(
-                "control: needs the sft and grpo stages (it trains on from the SFT model for as "
-                "long as the GRPO stage took); disable it or enable them"
-            )
-        if grpo_seconds is None:
-            grpo_seconds = json.loads((self.markers / "grpo.json").read_text())["seconds"]
-        lr = self.cfg.grpo.settings.get(
-            "learning_rate", field_default(WordleGRPOConfig, "learning_rate")
-        )
-        control = {
-            "model": str(self.paths["sft"]),
-            "output_dir": str(self.paths["control"]),
-            "learning_rate": lr,
-            "time_budget_minutes": round(grpo_seconds / 60, 4),
-        }
-        return self.sft_config(**{**control, **self.cfg.control.settings})
+        return run_control(self)
 
     def check_stages(self) -> None:
         """Build every enabled stage's config once, so that a bad value stops the job before the
         first stage rather than after hours of the ones before it."""
+        from wordle_rl.pipeline.control import control_config
+
         try:
             self.data_configs()
             if self.cfg.sft.enabled:
@@ -318,7 +266,7 @@ class Runner:
             if self.cfg.grpo.enabled:
                 self.grpo_config()
             if self.cfg.control.enabled:
-                self.control_config(grpo_seconds=60.0)
+                control_config(self, grpo_seconds=60.0)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad setting: {e}") from e
 
