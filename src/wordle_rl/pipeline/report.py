@@ -317,11 +317,15 @@ def _training_lines(runner) -> list[str]:
 def _training_summaries(runner) -> list[tuple[str, dict]]:
     """(stage, :func:`training_summary`) of each training stage that left a log."""
     rows = []
+    configs = {
+        "sft": runner.sft_config,
+        "grpo": runner.grpo_config,
+        "control": lambda: control_config(runner),
+    }
     for stage, kind in (("sft", "sft"), ("grpo", "grpo"), ("control", "sft")):
         log_file = runner.paths[stage] / f"wordle_rl_{kind}_log.json"
         if log_file.is_file():
-            cfg = {"sft": runner.sft_config, "grpo": runner.grpo_config}.get(stage)
-            cfg = cfg() if cfg else control_config(runner)
+            cfg = configs[stage]()
             log = json.loads(log_file.read_text())
             rows.append((stage, training_summary(log, cfg.max_steps, cfg.time_budget_minutes)))
     return rows
@@ -335,7 +339,8 @@ def _training_warnings(runner) -> list[str]:
         f"{t['max_steps']:,} steps.** Its model depends on this machine's speed; without a "
         "budget (the default) every machine trains the same steps.\n"
         for stage, t in _training_summaries(runner)
-        if t["ended_by"].startswith("time budget") and stage != "control"  # the control's is its
+        # the control is ended by its budget by design: the GRPO stage's time
+        if t["ended_by"].startswith("time budget") and stage != "control"
     ]
 
 
