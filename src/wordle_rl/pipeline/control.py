@@ -45,11 +45,10 @@ def control_config(runner, grpo_seconds: float | None = None):
 
 def run_control(runner) -> dict:
     """Train the control (resuming a killed one from its last checkpoint); the marker's extras."""
-    from wordle_rl.training.records import last_checkpoint
     from wordle_rl.training.sft import run_sft
 
     if not runner.cfg.control.enabled:
         return {"skipped": True}
     cfg = control_config(runner)
-    run_sft(cfg, resume=last_checkpoint(runner.paths["control"]) is not None)
+    run_sft(cfg, resume=runner._resume(runner.paths["control"]))
     return {"time_budget_minutes": cfg.time_budget_minutes}
