@@ -106,6 +106,33 @@ def test_move_groups_share_a_state_of_the_policys_game(trained_micro, as_trainer
     assert 0 <= stats["wordle/fits_rate"] <= 1 and 0 <= stats["wordle/state_after_refusal"] <= 1
 
 
+def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro, as_trainer):
+    """With ``moves_reuse`` 3 the first step plays three steps' games in one batch (its own rows
+    first) and takes the first groups' states; the next two steps take the rest, playing nothing;
+    the fourth plays a new round."""
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    rows = load_rl_rows(root / "rl")
+    ro = MoveRollout(_cfg(root, moves_states="any", moves_reuse=3), rows, tok)
+    torch.manual_seed(0)
+    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1) for _ in "abcd"]
+    trainer = as_trainer(model)
+    ro(prompts, trainer)
+    assert ro.last_stats["wordle/games"] == 6 and len(ro._states) == 4
+    assert [x["answer"] for x in ro.last_rows[::4]] == [rows[0]["answer"], rows[1]["answer"]]
+    later = [(decisions[k][0], row) for decisions, k, *_, row in ro._states]
+    for step in (1, 2):
+        out = ro(prompts, trainer)
+        assert ro.last_stats["wordle/games"] == 0 and len(ro._states) == 4 - 2 * step
+        assert [ids for ids in out["prompt_ids"][::4]] == [ids for ids, _ in later[:2]]
+        assert [x["answer"] for x in ro.last_rows[::4]] == [rows[r]["answer"] for _, r in later[:2]]
+        later = later[2:]
+    ro(prompts, trainer)
+    assert len(ro._states) == 4 and ro.last_stats["wordle/games"] == 6
+    with pytest.raises(ValueError, match="moves_reuse must be >= 1"):
+        WordleGRPOConfig(output_dir="unused", moves_reuse=0)
+
+
 def test_grpo_with_move_rollouts_trains(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}

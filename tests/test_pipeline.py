@@ -49,6 +49,9 @@ def test_presets_and_config_errors(tmp_path):
         with pytest.raises(ConfigError, match=re.escape(msg)):
             run_pipeline(load_config(str(f)), out, Console(file=open(tmp_path / "l.txt", "w")))
         assert not (out / "config.json").exists() and not (out / "data").exists()
+    with pytest.raises(ConfigError, match="--until must be one of words, baselines"):
+        run_pipeline(load_config("quick"), tmp_path / "u", Console(file=None), until="ev")
+    assert not (tmp_path / "u").exists()
     with pytest.raises(ConfigError, match="neither a preset"):
         load_config(str(tmp_path / "missing.toml"))
 
@@ -68,6 +71,10 @@ def test_gpu_preset_without_cuda_or_vllm_stops_before_any_stage(tmp_path):
 def test_quick_pipeline_end_to_end(tmp_path):
     out = tmp_path / "run"
     console = Console(file=open(tmp_path / "log.txt", "w"), width=120)
+    # --until sft stops after SFT; the same command without it goes on from there
+    assert run_pipeline(load_config("quick"), out, console, until="sft") == out
+    marked = sorted(p.stem for p in (out / "markers").iterdir())
+    assert marked == sorted(STAGES[: STAGES.index("sft") + 1])
     report = run_pipeline(load_config("quick"), out, console)
     assert report.is_file()
     for stage in STAGES:

@@ -220,10 +220,13 @@ def pipeline(
     out: Annotated[
         Path | None, typer.Option(help="Run folder (default runs/<config name>).")
     ] = None,
+    until: Annotated[
+        str, typer.Option(help="Stop after this stage; the same command without it goes on.")
+    ] = "report",
 ) -> None:
-    """Everything in order: words, solver baselines, data, model, SFT, GRPO, evaluation, report.
-    Finished stages are skipped on a rerun; a killed training stage resumes from its last
-    checkpoint."""
+    """Everything in order: words, solver baselines, data, model, SFT, GRPO, control, select,
+    evaluation, report. Finished stages are skipped on a rerun; a killed training stage resumes
+    from its last checkpoint."""
     from wordle_rl.data.files import DataError
     from wordle_rl.pipeline.config import ConfigError, load_config
     from wordle_rl.pipeline.runner import run_pipeline
@@ -235,8 +238,8 @@ def pipeline(
     out = out or Path("runs") / cfg.name
     again = "run the same command again (finished stages are kept, training resumes)"
     with one_line_errors((ConfigError, DataError, FileNotFoundError), out, again):
-        report = run_pipeline(cfg, out, console)
-    console.print(f"[bold green]done[/]: {report}")
+        report = run_pipeline(cfg, out, console, until)
+    console.print(f"[bold green]done[/]: {report}" + ("" if until == "report" else f" ({until})"))
 
 
 @app.command()

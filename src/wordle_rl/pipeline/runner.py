@@ -377,7 +377,10 @@ class Runner:
         return {"report": str(path)}
 
 
-def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
+def run_pipeline(cfg: PipelineConfig, out: str | Path, console, until: str = "report") -> Path:
+    """Run the stages up to and including ``until``; return the report's path (or the run's)."""
+    if until not in STAGES:
+        raise ConfigError(f"--until must be one of {', '.join(STAGES)}, got {until!r}")
     out = Path(out)
     resolved = out / "config.json"
     if resolved.is_file():
@@ -391,5 +394,5 @@ def run_pipeline(cfg: PipelineConfig, out: str | Path, console) -> Path:
     import torch
 
     torch.set_num_threads(cfg.threads)
-    runner.run()
-    return out / "report.md"
+    runner.run(STAGES[: STAGES.index(until) + 1])
+    return out / "report.md" if until == "report" else out

@@ -182,6 +182,14 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "random (more than 1 needs moves_states recall; None: 3 with recall, else 1)."
         },
     )
+    moves_reuse: int = field(
+        default=1,
+        metadata={
+            "help": "moves: GRPO steps whose group states come from one round of the policy's "
+            "greedy games (1: a new round every step), played in one batch: for a GPU, where a "
+            "small model's decoding is bound by latency more than by the batch size."
+        },
+    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -241,6 +249,8 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
                 f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
             )
+        if self.moves_reuse < 1:
+            raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":

@@ -8,7 +8,8 @@ feedback rules out, after which the policy, now in a conversation with a refused
 refuses again. Each group of ``num_generations`` completions is built at one such state:
 
 1. the current policy plays the group's RL row to the end, greedily; refused moves stay in the
-   conversation, as they do in play;
+   conversation, as they do in play (with ``moves_reuse`` k, one round of games in one batch
+   gives the states of k steps: for a GPU, where decoding is bound by latency, not batch size);
 2. one decision of that game is drawn at random among those where some answer word still fits
    (every one, if none does), and its conversation so far (token ids) is the group's prompt, a
    state after a refused move included; with ``moves_states="recall"`` the policy plays
@@ -303,21 +304,41 @@ class MoveRollout(WordleRollout):
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
         return move_fits(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
 
+    def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
+        """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
+        the groups' own rows, then rows drawn at random, all played in one batch. Returns the
+        round's group states ``(decisions, k, fitting, refused before k, row)`` in the order the
+        steps take them, and the round's statistics."""
+        n = len(group_rows) * self.cfg.moves_reuse
+        extra = n * self.cfg.moves_games - len(group_rows)
+        played = group_rows + [int(self.rng.integers(len(self.rows))) for _ in range(extra)]
+        games = self.play(model, played, sample_turns=0)
+        picks = self.draw_states(games, [self.rows[r] for r in played], n)
+        states = [
+            (decisions, k, fitting, any(e is not None for e in games[i]["errors"][:k]), played[i])
+            for i, k, decisions, fitting in picks
+        ]
+        won = float(np.mean([x["won"] for x in games]))
+        return states, {"wordle/win_rate": won, "wordle/games": len(games)}
+
     def __call__(self, prompts: list, trainer) -> dict:
         t0 = time.perf_counter()
         g, model = self.cfg.num_generations, trainer.model
         group_rows = [int(p[0][ROW_KEY]) for p in prompts[::g]]
-        extra = len(group_rows) * (self.cfg.moves_games - 1)
-        played = group_rows + [int(self.rng.integers(len(self.rows))) for _ in range(extra)]
-        games = self.play(model, played, sample_turns=0)
+        # games played by this step (0 when it reuses a round; the win rate stays the round's)
+        self.last_stats["wordle/games"] = 0
+        if not getattr(self, "_states", None):
+            # a resumed run starts a new round: the states are not in a checkpoint
+            self._states, round_stats = self._round(model, group_rows)
+            self.last_stats.update(round_stats)
+        picks, self._states = self._states[: len(group_rows)], self._states[len(group_rows) :]
         t_play = time.perf_counter()
-        picks = self.draw_states(games, [self.rows[r] for r in played], len(group_rows))
-        states = [decisions[k] for _, k, decisions, _ in picks]
-        n_fit = [fitting for *_, fitting in picks]
+        states = [decisions[k] for decisions, k, *_ in picks]
+        n_fit = [fitting for _, _, fitting, *_ in picks]
         # a held-out recall state, drawn only when its game has no other, teaches nothing
         held = [fitting == HELD_OUT for fitting in n_fit for _ in range(g)]
-        refused = [any(e is not None for e in games[i]["errors"][:k]) for i, k, *_ in picks]
-        group_rows = [played[i] for i, *_ in picks]
+        refused = [r for *_, r, _ in picks]
+        group_rows = [row for *_, row in picks]
         taught = [h for (_, h), n in zip(states, n_fit) if n != HELD_OUT]
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
@@ -342,15 +363,14 @@ class MoveRollout(WordleRollout):
             {
                 "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
                 "wordle/fits_rate": float(np.mean(fits)),
-                "wordle/win_rate": float(np.mean([x["won"] for x in games])),
-                "wordle/games": len(games),
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
                 "wordle/state_held_out": float(np.mean([c == HELD_OUT for c in n_fit])),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
-                # where a rollout's time goes: the greedy games, drawing their states, the samples
+                # where a rollout's time goes: a round of greedy games and its states (0 on a
+                # step that reuses a round), recording the taught states, the samples
                 "wordle/play_s": t_play - t0,
                 "wordle/states_s": t_states - t_play,
                 "wordle/sample_s": t_sample - t_states,
