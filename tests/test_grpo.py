@@ -87,59 +87,6 @@ def test_rollout_masks_env_tokens_and_reports_games(trained_micro):
         _check_episode(tok, g)
 
 
-def test_constrained_games_train_their_fitting_turns_only(trained_micro):
-    """credit="constrained" with whole games: every guess's letters are held to the answer words
-    that fit the feedback, and the loss mask keeps exactly the turns whose move fits a state with
-    feedback (not an opening guess, not a refused move); a step with that loss trains."""
-    from wordle_rl.environment.rewards import as_history, move_fits
-
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    kw = dict(model=str(model_path), data=str(root / "rl"), rollout="game", credit="constrained")
-    cfg = WordleGRPOConfig(
-        sft_coef=0.0, eval_val_every=0, output_dir=str(root / "x"), num_generations=2, **kw
-    )
-    rows = load_rl_rows(root / "rl")
-    ro = WordleRollout(cfg, rows, tok)
-    torch.manual_seed(0)
-    row_ids = [0, 0, 1, 1, 2, 2, 3, 3]
-    games, trained = ro.play(model, row_ids, constrain=True), 0
-    for g, r in zip(games, row_ids):
-        _check_episode(tok, g)
-        mask, m = ro._fitting().turn_mask(g, rows[r]["history"]), g["env_mask"]
-        starts = [i for i, x in enumerate(m) if x == 1 and (i == 0 or m[i - 1] == 0)]
-        history = [list(t) for t in rows[r]["history"]]
-        for start, (guess, pattern), error in zip(starts, g["moves"], g["errors"]):
-            hist = as_history(history)
-            fits, open_ = move_fits(guess, hist, ro.ctx.words), ro.ctx.candidates(hist)
-            held = len(open_) == 1 and ro.ctx.words.answers[int(open_[0])] in ro._fitting().held
-            if error is None and len(open_) and not held:  # the letters were held to fitting words
-                assert fits, (guess, history)
-            assert mask[start] == (fits and bool(history) and not held)
-            trained += mask[start]
-            if guess is not None:
-                history.append([guess, pattern])
-    assert trained > 0
-    out = root / "run-constrained-games"
-    run_grpo(
-        WordleGRPOConfig(
-            **kw,
-            sft_coef=0.0,
-            eval_val_every=0,
-            output_dir=str(out),
-            max_steps=1,
-            num_generations=2,
-            per_device_train_batch_size=4,
-            threads=1,
-            learning_rate=1e-2,
-            save_steps=1,
-            disable_tqdm=True,
-        )
-    )
-    log = [e for e in json.loads((out / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
-    assert len(log) == 1 and log[0]["wordle/fit_logp"] < 0 and abs(log[0]["loss"]) < 1e6
-
-
 def test_rollout_with_carried_cache_matches_a_fresh_forward_pass(trained_micro):
     """Every sampled token's log-probability, computed during the batched rollout (KV cache carried
     across turns, padding inside the batch, finished games dropped), equals the one from one
@@ -311,6 +258,8 @@ def test_grpo_steps_change_parameters_with_finite_loss(trained_micro):
     after = load_model(str(out))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert (out / "checkpoint-2").is_dir() and (out / "wordle_rl_grpo_config.json").is_file()
+
+
 
 
 def test_sft_loss_config_is_checked():

@@ -4,7 +4,6 @@ included), each scored by whether it could still be the answer."""
 import json
 import re
 
-import numpy as np
 import pytest
 import torch
 
@@ -15,7 +14,6 @@ from wordle_rl.environment.rewards import as_history
 from wordle_rl.evaluation.audit import TrainingIndex, state_key
 from wordle_rl.models.embedded import load_model
 from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
-from wordle_rl.training.letters import FittingLetters
 from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
 from wordle_rl.training.rollout import ROW_KEY
 
@@ -218,80 +216,6 @@ def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(traine
     assert (loss > 0) == (credit == "expected-log")
     log = [e for e in json.loads((out_dir / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
     assert len(log) == 1 and 0 < log[0]["wordle/letter_value"] <= 1
-    after = load_model(str(out_dir))[0].state_dict()
-    assert any(not torch.equal(before[k], after[k]) for k in before)
-
-
-def test_fitting_letters_hold_a_guess_to_the_fitting_words():
-    """The constrained sampler's mask: free until the guess opens, then only letters that keep
-    the guess completable to a fitting word, free again after the last letter or an unknown
-    token, and free for a row with no fitting word."""
-    tables = [[100 + 26 * j + k for k in range(26)] for j in range(5)]  # letter k at position j
-    codes = np.array([[ord(c) - 97 for c in w] for w in ("dowel", "dower", "mower")])
-    proc = FittingLetters(start=2, fitting=[codes, None], opener=[7, 8], tables=tables)
-    a = [tables[j][ord(c) - 97] for j, c in enumerate("dowe")]
-    assert proc.allowed(0, [5]) is None  # no guess tag yet
-    assert proc.allowed(0, [7, 8]) == [tables[0][3], tables[0][12]]  # d or m
-    assert proc.allowed(0, [7, 8, *a]) == [tables[4][11], tables[4][17]]  # dowe: l or r
-    assert proc.allowed(0, [7, 8, tables[0][12], tables[1][14]]) == [tables[2][22]]  # mo: w
-    assert proc.allowed(0, [7, 8, *a, tables[4][11]]) is None  # all five written
-    assert proc.allowed(0, [7, 8, 3]) is None and proc.allowed(1, [7, 8]) is None
-    scores = torch.zeros((2, 300))
-    out = proc(torch.tensor([[0, 0, 7, 8], [0, 0, 7, 8]]), scores.clone())
-    assert torch.isinf(out[0]).sum() == 298 and not torch.isinf(out[1]).any()
-
-
-def test_constrained_credit_trains_on_fitting_moves(trained_micro):
-    """credit="constrained": every sampled guess that parses is a fitting answer word, and the RL
-    loss is minus the mean log-probability of the fitting moves' tokens under the free policy,
-    recomputed here by hand; a step trains."""
-
-    from transformers import TrainerCallback
-
-    def by_hand(trainer, batch) -> float:
-        total, n = 0.0, 0
-        for b, row in enumerate(batch["completion_ids"].tolist()):
-            if not batch["fit_weight"][b]:
-                continue
-            prompt = [
-                t for t, m in zip(batch["prompt_ids"][b].tolist(), batch["prompt_mask"][b]) if m
-            ]
-            move = row[: int(batch["completion_mask"][b].sum())]
-            with torch.no_grad():
-                ids = torch.tensor([prompt + move], device=trainer.model.device)
-                logp = trainer.model(input_ids=ids).logits[0].float().log_softmax(-1)
-            for i, t in enumerate(move):
-                total += logp[len(prompt) + i - 1, t].item()
-                n += 1
-        return -total / n
-
-    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
-        trainer, seen = None, []
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1)]
-            torch.manual_seed(1)
-            out = self.trainer._generate_and_score_completions(batch)
-            loss = self.trainer.fitting_move_loss(self.trainer.model, out).item()
-            self.seen.append((out, loss, by_hand(self.trainer, out)))
-            return control
-
-    root, model_path = trained_micro
-    before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}
-    out_dir, probe = root / "run-constrained", Probe()
-    cfg = _train_cfg(root, model_path, out_dir, max_steps=1, save_steps=1, credit="constrained")
-    run_grpo(cfg, callbacks=[probe])
-    batch, loss, expected = probe.seen[-1]
-    ro, tok = probe.trainer.rollout_func, probe.trainer.processing_class
-    assert batch["fit_weight"].sum() > 0
-    for b, row in enumerate(ro.last_rows):
-        text = tok.decode(batch["completion_ids"][b], skip_special_tokens=True)
-        pr = parse(text, ro.style, words=ro.ctx.words, history=as_history(row["history"]))
-        if pr.ok:  # the letters were held to fitting words: whatever parses fits
-            assert pr.guess in ro.ctx.words.answers and batch["fit_weight"][b] == 1.0, text
-    assert loss == pytest.approx(expected, abs=1e-4) and loss > 0
-    log = [e for e in json.loads((out_dir / "wordle_rl_grpo_log.json").read_text()) if "loss" in e]
-    assert len(log) == 1 and log[0]["wordle/fit_logp"] < 0
     after = load_model(str(out_dir))[0].state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
 

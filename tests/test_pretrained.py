@@ -226,7 +226,7 @@ def test_spelled_guesses_give_a_bpe_model_one_token_a_letter_for_the_letter_cred
         return MoveRollout(cfg, rows, tok)
 
     ro = rollout("spelled")
-    opener, tables = ro._fitting().table()
+    opener, tables = ro._letter_table()
     assert tok.decode(list(opener)) == "<guess>"
     assert [tok.decode([t]) for t in tables[0]] == list(LETTERS)  # the first letter bare
     assert all([tok.decode([t]) for t in row] == [f" {c}" for c in LETTERS] for row in tables[1:])
@@ -238,7 +238,7 @@ def test_spelled_guesses_give_a_bpe_model_one_token_a_letter_for_the_letter_cred
         assert all(allowed[LETTERS.index(c)] for (_, allowed), c in zip(sets, "crank"))
     assert not sets[2][1][LETTERS.index("t")]  # the feedback rules out T
     with pytest.raises(ValueError, match="spelled"):  # whole BPE words: no letter credit
-        rollout("xml")._fitting().table()
+        rollout("xml")._letter_table()
 
 
 def test_a_gguf_that_does_not_match_its_packages_record_is_refused(tmp_path, monkeypatch):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from trl import GRPOTrainer
 
 from wordle_rl.environment.prompts import PromptStyle
@@ -74,8 +73,6 @@ class WordleGRPOTrainer(GRPOTrainer):
             allowed, ids = self.rollout_func.allowed_letters(width)
             out["letter_allowed"] = allowed.to(self.model.device)
             out["letter_ids"] = ids.to(self.model.device)
-        if self.args.credit == "constrained":
-            out["fit_weight"] = torch.tensor(self.rollout_func.last_fits, device=self.model.device)
         return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -83,8 +80,6 @@ class WordleGRPOTrainer(GRPOTrainer):
 
         if self.args.credit.startswith("expected"):
             rl = self.expected_letter_loss(model, inputs)
-        elif self.args.credit == "constrained":
-            rl = self.fitting_move_loss(model, inputs)
         else:
             rl = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss = self.args.rl_coef * rl
@@ -112,6 +107,8 @@ class WordleGRPOTrainer(GRPOTrainer):
         rollout temperature) keeps the word completable to a fitting answer word: the exact
         expectation of the letter reward, so its gradient carries no sampling noise
         (``"expected-log"``: minus the mean log of that chance)."""
+        import torch
+
         allowed = inputs["letter_allowed"]
         credited = allowed.any(-1)
         prompt, completion = inputs["prompt_ids"], inputs["completion_ids"]
@@ -136,27 +133,6 @@ class WordleGRPOTrainer(GRPOTrainer):
         return -(value * credited).sum() / n / steps
 
 
-    def fitting_move_loss(self, model, inputs):
-        """``credit="constrained"``: minus the mean log-probability, under the unconstrained
-        policy, of the tokens of the moves that fit (sampled with their letters held to fitting
-        answer words): the policy learns to write unaided the fitting words it leans to."""
-        completion, mask = inputs["completion_ids"], inputs["completion_mask"]
-        ids = torch.cat([inputs["prompt_ids"], completion], dim=1)
-        attn = torch.cat([inputs["prompt_mask"], mask], dim=1)
-        if "tool_mask" in inputs:  # a whole game: its fitting turns, not the feedback
-            mask = mask * inputs["tool_mask"]
-        width = completion.shape[1]
-        logits = model(
-            input_ids=ids, attention_mask=attn, use_cache=False, logits_to_keep=width + 1
-        ).logits[:, :width]
-        logp = logits.float().log_softmax(-1).gather(-1, completion[..., None])[..., 0]
-        weight = mask * inputs["fit_weight"][:, None]
-        n = weight.sum().clamp(min=1)
-        self._metrics["train"]["wordle/fit_logp"].append(((logp * weight).sum() / n).item())
-        steps = getattr(self, "current_gradient_accumulation_steps", 1)
-        return -(logp * weight).sum() / n / steps
-
-
 def forget_recall_states(out: Path, resume: bool) -> None:
     """Before training: a fresh run drops the recall states an earlier run in ``out`` recorded; a
     resumed one keeps them whole (a kill may have torn a last line). States of steps a resumed run
@@ -178,6 +154,7 @@ def run_grpo(cfg: WordleGRPOConfig, resume: bool = False, callbacks: list | None
     """Train, save the final model + tokenizer to ``output_dir``, and return that path.
     ``callbacks``: extra ``TrainerCallback`` objects; one with a ``trainer`` attribute is handed the
     trainer once it exists."""
+    import torch
     from datasets import Dataset
 
     from wordle_rl.models.adapters import add_lora, weights_dtype

@@ -22,7 +22,7 @@ __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CRED
 
 ROLLOUTS = ("game", "moves", "tools")
 MOVES_STATES = ("any", "endgame", "recall")
-CREDITS = ("move", "expected", "expected-log", "constrained")
+CREDITS = ("move", "expected", "expected-log")
 
 
 @dataclass
@@ -197,10 +197,8 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "(every token of a move gets its group advantage), expected (the RL loss is minus the "
             "chance that each letter the policy draws keeps the word completable to a fitting "
             "answer word, summed exactly over the alphabet: an expected policy gradient with no "
-            "sampling noise), expected-log (minus the log of that chance: the letters the policy "
-            "gets most wrong weigh most) or constrained (the moves are sampled with their letters "
-            "held to fitting answer words, and the loss is minus their log-probability under the "
-            "free policy)."
+            "sampling noise) or expected-log (minus the log of that chance: the letters the policy "
+            "gets most wrong weigh most)."
         },
     )
     sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
@@ -255,7 +253,7 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
-        if self.credit not in ("move", "constrained") and self.rollout != "moves":
+        if self.credit != "move" and self.rollout != "moves":
             raise ValueError(
                 f"credit={self.credit!r} scores single moves of the moves rollout, not rollout="
                 f"{self.rollout!r}"

@@ -44,13 +44,16 @@ from pathlib import Path
 
 import numpy as np
 
+from wordle_rl.data.splits import held_out_answers
+from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
+from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
-from wordle_rl.training.letters import LETTERS
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.soft_targets import find_last
 
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
 
 __all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
@@ -100,16 +103,11 @@ class MoveRollout(WordleRollout):
     """The ``rollout_func`` of ``rollout="moves"``: per group, a game of the policy's own, one drawn
     decision of it, ``num_generations`` moves sampled there, each scored by :func:`move_fits`."""
 
-    def _sample_moves(self, model, prefixes: list[list[int]], fitting=None) -> list[list[int]]:
-        """One sampled turn after each token prefix, cut after its end-of-turn token; with
-        ``fitting`` (per prefix, the letter codes of the answer words that fit there, or ``None``)
-        each guess's letters are drawn only among those that keep it completable to one of them."""
+    def _sample_moves(self, model, prefixes: list[list[int]]) -> list[list[int]]:
+        """One sampled turn after each token prefix, cut after its end-of-turn token."""
         import torch
 
         seqs, attn = left_pad(prefixes, self.tok.pad_token_id, model.device)
-        processors = None
-        if fitting is not None:
-            processors = self._fitting().processor(fitting, seqs.shape[1])
         with eval_mode(model), torch.no_grad():
             out = model.generate(
                 input_ids=seqs,
@@ -122,14 +120,55 @@ class MoveRollout(WordleRollout):
                 pad_token_id=self.tok.pad_token_id,
                 eos_token_id=self.tok.eos_token_id,
                 suppress_tokens=self._suppress or None,
-                logits_processor=processors,
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
+
+    def _letter_ids(self) -> tuple[tuple[int, ...], list[list[int]]]:
+        """The token ids that open a guess (``<guess>``, ``[``) and, for each letter position of a
+        guess, the ids of the letters a-z there: a character tokenizer writes every letter with
+        the same ids; a BPE tokenizer in the ``spelled`` style writes the first letter bare and
+        the others with their leading space (``c``, `` r``). A clear error for a tokenizer and
+        style that do not write a guess one letter per token."""
+        n = self.ctx.words.length
+        opening = format_answer(self.style, "a" * n).rsplit(self.style.written("a" * n), 1)[0]
+        tables = [[0] * len(LETTERS) for _ in range(n)]
+        for k, c in enumerate(LETTERS):
+            ids = self.tok(format_answer(self.style, c * n), add_special_tokens=False)["input_ids"]
+            at = next(
+                (i for i in range(len(ids)) if self.tok.decode(ids[:i]) == opening), None
+            )
+            spelled = None if at is None else ids[at : at + n]
+            if spelled is None or any(self.tok.decode([t]).strip() != c for t in spelled):
+                raise ValueError(
+                    f"credit={self.cfg.credit!r} needs a guess written one letter per token: the "
+                    "embedded tokenizer does this in every style, a BPE tokenizer such as "
+                    "SmolLM2's or Qwen's in the `spelled` style only; use that style, or "
+                    "credit='move'"
+                )
+            for j, t in enumerate(spelled):
+                tables[j][k] = t
+        # the shortest run of tokens before the letters that holds the opening tag (of the last
+        # answer tokenized; what comes before the letters is the same for every letter)
+        opener = next(
+            tuple(ids[i:at])
+            for i in range(at - 1, -1, -1)
+            if self.style.guess_tags[0] in self.tok.decode(ids[i:at])
+        )
+        if any(len(set(row)) < len(LETTERS) for row in tables):
+            raise ValueError(f"the tokenizer writes two letters with one token id: {tables}")
+        return opener, tables
+
+    def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
+        """:meth:`_letter_ids`, worked out once (with the answer words' letter codes)."""
+        if not hasattr(self, "_table"):
+            self._codes = encode_words(self.ctx.words.answers)
+            self._table = self._letter_ids()
+        return self._table
 
     def guess_start(self, move: list[int]) -> int | None:
         """Where the letters of ``move``'s guess start: just after the last guess opener in it
         (``None`` when it has none)."""
-        opener = list(self._fitting().table()[0])
+        opener = list(self._letter_table()[0])
         at = find_last(move, opener)
         return None if at is None else at + len(opener)
 
@@ -137,7 +176,7 @@ class MoveRollout(WordleRollout):
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
         a public answer word that fits the history (``None``: the move has no guess tag)."""
-        tables = self._fitting().table()[1]
+        tables = self._letter_table()[1]
         letter_of = [{t: k for k, t in enumerate(row)} for row in tables]
         fitting: dict[str, np.ndarray] = {}
         out: list[list[tuple[int, np.ndarray]] | None] = []
@@ -148,7 +187,7 @@ class MoveRollout(WordleRollout):
                 continue
             hist = as_history(history)
             if repr(hist) not in fitting:
-                fitting[repr(hist)] = self._fitting().codes[self.ctx.candidates(hist)]
+                fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
             codes, sets = fitting[repr(hist)], []
             for j in range(min(self.ctx.words.length, len(move) - start)):
                 if not len(codes):
@@ -170,7 +209,7 @@ class MoveRollout(WordleRollout):
         the letters a-z there."""
         import torch
 
-        tables = torch.tensor(self._fitting().table()[1])
+        tables = torch.tensor(self._letter_table()[1])
         sets = self.last_sets
         allowed = torch.zeros((len(sets), width, len(LETTERS)), dtype=torch.bool)
         ids = tables[0].repeat(len(sets), width, 1)
@@ -181,6 +220,13 @@ class MoveRollout(WordleRollout):
                     ids[b, i] = tables[j]
         return allowed, ids
 
+    def _held_out(self) -> set[str]:
+        """The val and test answers of the splits file (none without one), read once: the RL term
+        never rewards writing one of them."""
+        if not hasattr(self, "_held"):
+            self._held = held_out_answers(self.cfg.splits, self.ctx.words)
+        return self._held
+
     def _fit_counts(self, game: dict, row: dict) -> tuple[list, list[int]]:
         """The game's :func:`decision_prefixes` and how many answer words fit at each
         (:data:`HELD_OUT` for a state whose one fitting word is a val or test answer: never drawn
@@ -188,7 +234,7 @@ class MoveRollout(WordleRollout):
         decisions, counts = decision_prefixes(game, row), []
         for _, h in decisions:
             fits = self.ctx.candidates(as_history(h))
-            held = len(fits) == 1 and self.ctx.words.answers[int(fits[0])] in self._fitting().held
+            held = len(fits) == 1 and self.ctx.words.answers[int(fits[0])] in self._held_out()
             counts.append(HELD_OUT if held else len(fits))
         return decisions, counts
 
@@ -297,14 +343,10 @@ class MoveRollout(WordleRollout):
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         t_states = time.perf_counter()
-        fitting = None
-        if self.cfg.credit == "constrained":
-            fitting = [self._fitting().at(h) for _, h in states for _ in range(g)]
-        moves = self._sample_moves(model, prefixes, fitting)
+        moves = self._sample_moves(model, prefixes)
         t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
-        self.last_fits = fits
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
         self.last_sets = None
         histories = [states[i // g][1] for i in range(len(moves))]

@@ -59,7 +59,6 @@ class _Episode:
     env: object
     prompt_ids: list[int]
     covered: str  # the conversation text whose tokens are already in prompt_ids + comp_ids
-    history: list = field(default_factory=list)  # the scored turns before the first move
     comp_ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)  # 1: generated (trained), 0: environment tokens
     logps: list[float] = field(default_factory=list)
@@ -68,10 +67,6 @@ class _Episode:
     moves: list[tuple[str | None, str | None]] = field(default_factory=list)
     turn: int = 0  # the game turn of the last move
     result: dict = field(default_factory=dict)
-
-    def scored(self) -> list[list[str]]:
-        """The ``[guess, pattern]`` turns this episode's moves scored (refused moves left out)."""
-        return [list(m) for m in self.moves if m[0] is not None]
 
 
 def move_error_rates(errors: list[str | None]) -> dict[str, float]:
@@ -120,15 +115,6 @@ class WordleRollout:
         # keep each sampled token's log-probability (tests, diagnostics)
         self.record_logprobs = False
 
-    def _fitting(self):
-        """The :class:`~wordle_rl.training.letters.FittingWords` of this rollout, made once."""
-        from wordle_rl.training.letters import FittingWords
-
-        if not hasattr(self, "_fitting_words"):
-            splits, credit = self.cfg.splits, self.cfg.credit
-            self._fitting_words = FittingWords(self.ctx, splits, self.tok, self.style, credit)
-        return self._fitting_words
-
     def _env(self):
         if self.cfg.env_url:
             from wordle_rl.environment.client import RemoteEnv
@@ -136,21 +122,22 @@ class WordleRollout:
             return RemoteEnv(self.cfg.env_url)
         return WordleEnv(self.env_config, ctx=self.ctx)
 
-    def play(self, model, row_ids: list[int], vllm=None, sample_turns=None, constrain=False):
+    def play(
+        self, model, row_ids: list[int], vllm=None, sample_turns: int | None = None
+    ) -> list[dict]:
         """Play one game per entry of ``row_ids`` (repeats allowed); every turn is one batched
         generate.
 
         ``vllm``: TRL's ``VLLMGeneration`` of the trainer (``use_vllm``); each turn then sends every
         live game's whole conversation so far to vLLM (its prefix cache reuses the earlier turns)
         instead of ``model``. ``sample_turns``: only the first N turns are sampled at the rollout
-        temperature, the rest greedy (None: all sampled). ``constrain``: every guess's letters are
-        held to the answer words that fit its feedback (``letters.FittingLetters``)."""
+        temperature, the rest greedy (None: all sampled)."""
         if vllm is not None:
             if sample_turns is not None:
                 raise ValueError("greedy turns are not supported with vLLM rollouts")
             return self._play_vllm(vllm, row_ids)
         with eval_mode(model):
-            return self._play(model, [self.rows[r] for r in row_ids], sample_turns, constrain)
+            return self._play(model, [self.rows[r] for r in row_ids], sample_turns)
 
     def _start(self, rows: list[dict]) -> list[_Episode]:
         """Reset one environment per row; each episode starts from the rendered prompt's token
@@ -164,8 +151,7 @@ class WordleRollout:
             text = self.tok.apply_chat_template(
                 obs.messages, add_generation_prompt=True, tokenize=False
             )
-            ids = self.tok(text, add_special_tokens=False)["input_ids"]
-            eps.append(_Episode(env, ids, text, [list(t) for t in row["history"]]))
+            eps.append(_Episode(env, self.tok(text, add_special_tokens=False)["input_ids"], text))
         return eps
 
     def _cut(self, ids: list[int]) -> tuple[list[int], bool]:
@@ -238,9 +224,7 @@ class WordleRollout:
                 games[-1]["logprobs"] = ep.logps
         return games
 
-    def _play(
-        self, model, rows: list[dict], sample_turns: int | None = None, constrain: bool = False
-    ) -> list[dict]:
+    def _play(self, model, rows: list[dict], sample_turns: int | None = None) -> list[dict]:
         """All games in one batch; the KV cache is carried from turn to turn, so each turn only
         processes the new feedback tokens. The batch is a left-padded tensor that grows by
         [generated | feedback] each turn: padding inside it (after an early end-of-turn, before a
@@ -265,9 +249,6 @@ class WordleRollout:
                     "top_p": 1.0,
                 }
             turn += 1
-            if constrain:  # each live game's letters held to the words that fit it
-                codes = [self._fitting().at(eps[i].history + eps[i].scored()) for i in active]
-                how["logits_processor"] = self._fitting().processor(codes, seqs.shape[1])
             with torch.no_grad():
                 out = model.generate(
                     input_ids=seqs,
@@ -354,12 +335,7 @@ class WordleRollout:
         t0 = time.perf_counter()
         row_ids = [int(p[0][ROW_KEY]) for p in prompts]
         vllm = trainer.vllm_generation if getattr(trainer, "use_vllm", False) else None
-        constrain = self.cfg.credit == "constrained"
-        games = self.play(trainer.model, row_ids, vllm, constrain=constrain)
-        if constrain:  # the loss reads only the turns that fit, each game weighing the same
-            for x, r in zip(games, row_ids):
-                x["env_mask"] = self._fitting().turn_mask(x, self.rows[r]["history"])
-            self.last_fits = [1.0] * len(games)
+        games = self.play(trainer.model, row_ids, vllm)
         g = self.cfg.num_generations
         self.last_rows = [self.rows[r] for r in row_ids]
         spread = [np.ptp([x["reward"] for x in games[k : k + g]]) for k in range(0, len(games), g)]
