@@ -129,7 +129,8 @@ def write_report(runner) -> Path:
     out: Path = runner.out
     plots = out / "plots"
     lines = [f"# wordle-rl run `{runner.cfg.name}`", "", *selection_lines(out)]
-    lines += _training_warnings(runner)
+    stages = _training_summaries(runner)
+    lines += _training_warnings(stages)
     runs: list[tuple[str, dict]] = []
     for split in runner.cfg.eval.splits:
         split_runs = results_rows(runner.paths["eval"] / split)
@@ -217,7 +218,7 @@ def write_report(runner) -> Path:
             lines.append(
                 f"- **{g['answer'].upper()}** {'won' if g['won'] else 'lost'}: {tiles}  `{words}`"
             )
-    lines += _training_lines(runner) + _recall_lines(runner)
+    lines += _training_lines(stages) + _recall_lines(runner)
     lines += [
         "",
         "## Wall time and memory per stage",
@@ -283,10 +284,9 @@ def training_summary(log: list[dict], max_steps: int, budget_minutes: float | No
     }
 
 
-def _training_lines(runner) -> list[str]:
-    """The training stages' step counts: a budget that ends SFT early on a slow machine costs
-    held-out wins."""
-    rows = _training_summaries(runner)
+def _training_lines(rows: list[tuple[str, dict, object]]) -> list[str]:
+    """The training stages' step counts (:func:`_training_summaries`): a budget that ends SFT
+    early on a slow machine costs held-out wins."""
     if not rows:
         return []
     lines = [
@@ -296,14 +296,14 @@ def _training_lines(runner) -> list[str]:
         "| stage | steps done | training seconds | steps/s | ended by |",
         "|---|---|---|---|---|",
     ]
-    for stage, t in rows:
+    for stage, t, _ in rows:
         seconds = f"{t['seconds']:.0f}" if t["seconds"] is not None else "-"
         lines.append(
             f"| {stage} | {t['steps']:,} of {t['max_steps']:,} | {seconds} | "
             f"{t['steps_per_s'] or '-'} | {t['ended_by']} |"
         )
-    if any(stage == "control" for stage, _ in rows):
-        cfg = control_config(runner)
+    cfg = next((cfg for stage, _, cfg in rows if stage == "control"), None)
+    if cfg is not None:
         lines += [
             "",
             f"The control trained on from the SFT model with SFT alone (learning rate "
@@ -314,8 +314,8 @@ def _training_lines(runner) -> list[str]:
     return lines
 
 
-def _training_summaries(runner) -> list[tuple[str, dict]]:
-    """(stage, :func:`training_summary`) of each training stage that left a log."""
+def _training_summaries(runner) -> list[tuple[str, dict, object]]:
+    """(stage, :func:`training_summary`, its config) of each training stage that left a log."""
     rows = []
     configs = {
         "sft": runner.sft_config,
@@ -327,18 +327,19 @@ def _training_summaries(runner) -> list[tuple[str, dict]]:
         if log_file.is_file():
             cfg = configs[stage]()
             log = json.loads(log_file.read_text())
-            rows.append((stage, training_summary(log, cfg.max_steps, cfg.time_budget_minutes)))
+            summary = training_summary(log, cfg.max_steps, cfg.time_budget_minutes)
+            rows.append((stage, summary, cfg))
     return rows
 
 
-def _training_warnings(runner) -> list[str]:
-    """A loud line at the top for each stage that a time budget cut short: its model depends on
-    the machine's speed."""
+def _training_warnings(rows: list[tuple[str, dict, object]]) -> list[str]:
+    """A loud line at the top for each stage (:func:`_training_summaries`) that a time budget cut
+    short: its model depends on the machine's speed."""
     return [
         f"> **Warning: the {stage} stage's time budget ended it at {t['steps']:,} of "
         f"{t['max_steps']:,} steps.** Its model depends on this machine's speed; without a "
         "budget (the default) every machine trains the same steps.\n"
-        for stage, t in _training_summaries(runner)
+        for stage, t, _ in rows
         # the control is ended by its budget by design: the GRPO stage's time
         if t["ended_by"].startswith("time budget") and stage != "control"
     ]
