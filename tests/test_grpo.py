@@ -314,7 +314,7 @@ def test_sft_batches_match_the_sft_trainer_and_are_drawn_by_seed_and_step(traine
         processing_class=tok,
     )
     ref = trainer.data_collator([dict(trainer.train_dataset[i]) for i in idx])
-    for key in ("input_ids", "labels", "soft_index", "soft_probs"):
+    for key in ("input_ids", "labels", "soft_index", "soft_ids", "soft_probs"):
         assert torch.equal(one[key], ref[key]), key
 
 

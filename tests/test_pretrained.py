@@ -2,6 +2,7 @@
 weights: conversion, chat template, label mask, LoRA SFT, a GRPO step and an evaluated game."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -239,6 +240,40 @@ def test_spelled_guesses_give_a_bpe_model_one_token_a_letter_for_the_letter_cred
     assert not sets[2][1][LETTERS.index("t")]  # the feedback rules out T
     with pytest.raises(ValueError, match="spelled"):  # whole BPE words: no letter credit
         rollout("xml")._letter_table()
+
+
+def test_soft_targets_sit_on_the_spelled_letters_of_a_bpe_model(smollm2, words, tmp_path):
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    from wordle_rl.training.soft_targets import (
+        LETTERS,
+        SftBatches,
+        SoftTargetCollator,
+        soft_target_losses,
+    )
+
+    splits = make_splits(words, seed=0)
+    rows = generate_sft(splits, SftConfig(games=6, seed=2, style="spelled", think=False), words)
+    save_dataset(rows, tmp_path / "sft", "sft")
+    model, tok = load_model(str(smollm2), threads=2)
+    batches = SftBatches(tmp_path / "sft", tok, batch_size=6, seed=0)
+    batch = batches.batch(0)
+    ids, labels = batch["input_ids"], batch["labels"]
+    index, cols = batch["soft_index"].tolist(), batch["soft_ids"].tolist()
+    assert len(index) >= 6 * 5  # every game imitates at least one whole guess
+    for (b, t), row in zip(index, cols):
+        # the token the soft target predicts is an imitated letter, and the target's 26 ids are
+        # the letters a-z as written at that letter's place (bare first, then with a space)
+        letter = int(ids[b, t + 1])
+        assert labels[b, t + 1] == letter and letter in row
+        assert tok.decode([letter]).strip() == LETTERS[row.index(letter)]
+        first = tok.decode(ids[b, : t + 1].tolist()).endswith("<guess>")
+        assert [tok.decode([c]) for c in row] == [("" if first else " ") + c for c in LETTERS]
+    with pytest.raises(ValueError, match="spelled"):  # whole BPE words: no soft targets
+        SoftTargetCollator(DataCollatorForLanguageModeling(0), tok, XML)
+    hard, soft, _ = soft_target_losses(model, dict(batch))
+    # SmolLM2 has never seen the game: about as unsure of each letter as 26 letters allow
+    assert 0.0 < soft.item() < 2 * math.log(26) and torch.isfinite(hard)
 
 
 def test_a_gguf_that_does_not_match_its_packages_record_is_refused(tmp_path, monkeypatch):

@@ -72,12 +72,14 @@ def test_soft_targets_sit_on_the_imitated_guess_letters(micro, soft_data, tmp_pa
     )
     batch = next(iter(trainer.get_train_dataloader()))
     ids, labels = batch["input_ids"], batch["labels"]
-    index, probs = batch["soft_index"], batch["soft_probs"]
-    letter_ids = trainer.data_collator.letter_ids
+    index, probs, cols = batch["soft_index"], batch["soft_probs"], batch["soft_ids"]
+    letter_ids = trainer.data_collator.tables[0]
+    # the character tokenizer writes a letter with the same id wherever it stands
+    assert all(row == letter_ids for row in trainer.data_collator.tables)
     assert len(index) > 5 * len(ids)  # at least one full guess a game
-    for (b, t), p in zip(index.tolist(), probs):
+    for (b, t), p, c in zip(index.tolist(), probs, cols.tolist()):
         assert labels[b, t + 1] == ids[b, t + 1] and int(ids[b, t + 1]) in letter_ids
-        assert float(p.sum()) == pytest.approx(1.0)
+        assert c == letter_ids and float(p.sum()) == pytest.approx(1.0)
     # every imitated letter gets a soft target unless no answer word shares the guess's prefix
     imitated_letters = sum(int(lab in letter_ids) for lab in labels.flatten().tolist())
     assert len(index) <= imitated_letters
@@ -88,7 +90,7 @@ def test_soft_targets_sit_on_the_imitated_guess_letters(micro, soft_data, tmp_pa
         trainer._metrics["train"]["hard_loss"][-1],
         trainer._metrics["train"]["soft_loss"][-1],
     )
-    plain = {k: v for k, v in batch.items() if k not in ("soft_index", "soft_probs")}
+    plain = {k: v for k, v in batch.items() if not k.startswith("soft_")}
     trl = super(WordleSFTTrainer, trainer).compute_loss(model, plain).item()
     assert hard == pytest.approx(trl, rel=1e-5)
     assert total == pytest.approx(hard + 0.5 * soft, rel=1e-5) and soft > 0
@@ -132,6 +134,7 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    from wordle_rl.environment.prompts import PromptStyle
     from wordle_rl.training.soft_targets import SoftTargetCollator
 
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -143,7 +146,7 @@ def test_a_tokenizer_that_merges_letters_is_refused(words):
     # merged: not one token a letter
     assert len(tok("crane", add_special_tokens=False)["input_ids"]) < 5
     with pytest.raises(ValueError, match="one letter per token"):
-        SoftTargetCollator(base=None, tokenizer=tok, targets=SoftTargets(words))
+        SoftTargetCollator(None, tok, PromptStyle("xml", think=False), SoftTargets(words))
 
 
 

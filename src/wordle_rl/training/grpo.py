@@ -95,7 +95,7 @@ class WordleGRPOTrainer(GRPOTrainer):
         self.last_sft_games = self.sft_batches.indices(k, rank)
         batch = self.sft_batches.collate_games(self.last_sft_games)
         batch = {k: v.to(model.device) for k, v in batch.items()}
-        hard, soft, _ = soft_target_losses(model, batch, self.sft_batches.target_ids)
+        hard, soft, _ = soft_target_losses(model, batch)
         self._metrics["train"]["sft/hard_loss"].append(hard.item())
         self._metrics["train"]["sft/soft_loss"].append(soft.item())
         sft = hard + self.args.sft_soft_target_weight * soft

@@ -206,8 +206,8 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
         default=1.0,
         metadata={
             "help": "Weight of the soft targets inside that loss (the `wordle-rl sft` option "
-            "soft_target_weight; 0 for "
-            "a tokenizer that does not spell a guess one letter per token, e.g. Qwen's)."
+            "soft_target_weight; 0 where a guess is not written one letter per token, e.g. a BPE "
+            "model outside the spelled style)."
         },
     )
 

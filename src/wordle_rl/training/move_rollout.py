@@ -47,11 +47,10 @@ import numpy as np
 from wordle_rl.data.splits import held_out_answers
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
-from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
-from wordle_rl.training.soft_targets import find_last
+from wordle_rl.training.soft_targets import find_last, guess_letter_ids
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
@@ -123,46 +122,17 @@ class MoveRollout(WordleRollout):
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
 
-    def _letter_ids(self) -> tuple[tuple[int, ...], list[list[int]]]:
-        """The token ids that open a guess (``<guess>``, ``[``) and, for each letter position of a
-        guess, the ids of the letters a-z there: a character tokenizer writes every letter with
-        the same ids; a BPE tokenizer in the ``spelled`` style writes the first letter bare and
-        the others with their leading space (``c``, `` r``). A clear error for a tokenizer and
-        style that do not write a guess one letter per token."""
-        n = self.ctx.words.length
-        opening = format_answer(self.style, "a" * n).rsplit(self.style.written("a" * n), 1)[0]
-        tables = [[0] * len(LETTERS) for _ in range(n)]
-        for k, c in enumerate(LETTERS):
-            ids = self.tok(format_answer(self.style, c * n), add_special_tokens=False)["input_ids"]
-            at = next(
-                (i for i in range(len(ids)) if self.tok.decode(ids[:i]) == opening), None
-            )
-            spelled = None if at is None else ids[at : at + n]
-            if spelled is None or any(self.tok.decode([t]).strip() != c for t in spelled):
-                raise ValueError(
-                    f"credit={self.cfg.credit!r} needs a guess written one letter per token: the "
-                    "embedded tokenizer does this in every style, a BPE tokenizer such as "
-                    "SmolLM2's or Qwen's in the `spelled` style only; use that style, or "
-                    "credit='move'"
-                )
-            for j, t in enumerate(spelled):
-                tables[j][k] = t
-        # the shortest run of tokens before the letters that holds the opening tag (of the last
-        # answer tokenized; what comes before the letters is the same for every letter)
-        opener = next(
-            tuple(ids[i:at])
-            for i in range(at - 1, -1, -1)
-            if self.style.guess_tags[0] in self.tok.decode(ids[i:at])
-        )
-        if any(len(set(row)) < len(LETTERS) for row in tables):
-            raise ValueError(f"the tokenizer writes two letters with one token id: {tables}")
-        return opener, tables
-
     def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
-        """:meth:`_letter_ids`, worked out once (with the answer words' letter codes)."""
+        """:func:`~wordle_rl.training.soft_targets.guess_letter_ids` of the policy's tokenizer and
+        style, worked out once (with the answer words' letter codes)."""
         if not hasattr(self, "_table"):
             self._codes = encode_words(self.ctx.words.answers)
-            self._table = self._letter_ids()
+            self._table = guess_letter_ids(
+                self.tok,
+                self.style,
+                f"credit={self.cfg.credit!r}",
+                "use that style, or credit='move'",
+            )
         return self._table
 
     def guess_start(self, move: list[int]) -> int | None:

@@ -27,12 +27,16 @@ from transformers.trainer_callback import ExportableState
 from trl import SFTConfig, SFTTrainer
 
 from wordle_rl.engine.storage import write_atomic
-from wordle_rl.environment.prompts import PromptStyle, detect_style
 from wordle_rl.models.adapters import LoraFields, add_lora, save_whole, weights_dtype
 from wordle_rl.models.embedded import load_model, pick_device
 from wordle_rl.models.prompt_record import write_prompt_record
 from wordle_rl.training.records import last_checkpoint, save_config
-from wordle_rl.training.soft_targets import SoftTargetCollator, load_sft_dataset, soft_target_losses
+from wordle_rl.training.soft_targets import (
+    SoftTargetCollator,
+    data_style,
+    load_sft_dataset,
+    soft_target_losses,
+)
 
 __all__ = [
     "WordleSFTConfig",
@@ -149,7 +153,8 @@ class WordleSFTConfig(LoraFields, SFTConfig):
             "help": "Weight of the soft-target loss (0: off): at every guess letter, cross-entropy "
             "against that letter's distribution over the answer words (public list) that fit the "
             "feedback so far and share the guess's prefix. Needs solver data (rows with 'history') "
-            "and a tokenizer that spells a guess one letter per token (the embedded default)."
+            "and a guess written one letter per token (the embedded tokenizer in any style, a BPE "
+            "one in the spelled style)."
         },
     )
 
@@ -271,7 +276,9 @@ class WordleSFTTrainer(SFTTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.args.soft_target_weight > 0:
-            self.data_collator = SoftTargetCollator(self.data_collator, self.processing_class)
+            self.data_collator = SoftTargetCollator(
+                self.data_collator, self.processing_class, data_style(self.train_dataset)
+            )
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         args = self.args
@@ -303,15 +310,13 @@ class WordleSFTTrainer(SFTTrainer):
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
         if self.args.soft_target_weight > 0 and "soft_turns" not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, "history", "soft_turns", "lexicon"]
+            self._signature_columns = [*self._signature_columns, "history", "soft_turns"]
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if return_outputs:  # a prediction step wants the whole batch's logits
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if model.training else "eval"
-        hard, soft, accuracy = soft_target_losses(
-            model, inputs, getattr(self.data_collator, "target_ids", None), num_items_in_batch
-        )
+        hard, soft, accuracy = soft_target_losses(model, inputs, num_items_in_batch)
         # the hard part is already a share of all micro-batches' tokens; the soft mean is per
         # micro-batch, so it is divided by the accumulation steps whenever the Trainer will not do
         # it
@@ -340,9 +345,9 @@ def run_sft(cfg: WordleSFTConfig, resume: bool = False, callbacks: list | None =
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out, "sft")
-    detected = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
-    if detected is not None:
-        write_prompt_record(out, PromptStyle(detected[0], think=detected[1]))
+    style = data_style(dataset)
+    if style is not None:
+        write_prompt_record(out, style)
     extra = list(callbacks or [])
     callbacks = [TimeBudget(cfg.time_budget_minutes)] if cfg.time_budget_minutes else []
     trainer = WordleSFTTrainer(

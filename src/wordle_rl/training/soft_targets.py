@@ -4,8 +4,10 @@ targets.
 With ``soft_target_weight`` > 0 every guess letter gets a soft target besides the solver's one pick:
 the distribution of that letter over all answer words of the public list that fit the feedback so
 far and share the guess's prefix (:class:`SoftTargets`). It teaches the whole set of words that fit,
-including val/test words, which are never a game's target. :class:`SftBatches` draws seeded batches
-of the same tensors for a loss mixed into another trainer (GRPO's ``sft_coef``).
+including val/test words, which are never a game's target. It needs a guess written one letter per
+token (:func:`guess_letter_ids`): the embedded tokenizer writes one in every style, a BPE tokenizer
+such as SmolLM2's in the ``spelled`` style. :class:`SftBatches` draws seeded batches of the same
+tensors for a loss mixed into another trainer (GRPO's ``sft_coef``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import torch
 from wordle_rl.engine.game import candidate_indices, str_to_pattern
 from wordle_rl.engine.matrix import pattern_matrix
 from wordle_rl.engine.words import WordList, encode_words, load_word_lists
+from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle, detect_style, format_answer
 
 __all__ = [
     "load_sft_dataset",
     "trained_turns",
     "SoftTargets",
+    "guess_letter_ids",
+    "data_style",
     "SoftTargetCollator",
     "soft_target_losses",
     "find_last",
@@ -164,41 +169,85 @@ class SoftTargets:
         return out
 
 
+def guess_letter_ids(
+    tok, style: PromptStyle, needed_by: str, fix: str
+) -> tuple[tuple[int, ...], list[list[int]]]:
+    """``(opener, tables)``: the token ids just before a guess's letters (the one that holds
+    ``<guess>`` or ``[``) and, for each letter position, the ids of the letters a-z written there.
+
+    A character tokenizer writes every letter with the same ids; a BPE tokenizer in the ``spelled``
+    style writes the first letter bare and the others with their leading space (``c``, `` r``).
+    Any other tokenizer and style is a ``ValueError`` naming what needs the letters (``needed_by``)
+    and what to do instead (``fix``)."""
+    n = style.length
+    opening = format_answer(style, "a" * n).rsplit(style.written("a" * n), 1)[0]
+    tables = [[0] * len(LETTERS) for _ in range(n)]
+    for k, c in enumerate(LETTERS):
+        ids = tok(format_answer(style, c * n), add_special_tokens=False)["input_ids"]
+        at = next((i for i in range(len(ids)) if tok.decode(ids[:i]) == opening), None)
+        spelled = None if at is None else ids[at : at + n]
+        if spelled is None or any(tok.decode([t]).strip() != c for t in spelled):
+            raise ValueError(
+                f"{needed_by} needs a guess written one letter per token: the embedded tokenizer "
+                "writes one in every style, a BPE tokenizer such as SmolLM2's or Qwen's in the "
+                f"`spelled` style only (the style here: {style.name!r}); {fix}"
+            )
+        for j, t in enumerate(spelled):
+            tables[j][k] = t
+    if any(len(set(row)) < len(LETTERS) for row in tables):
+        raise ValueError(f"the tokenizer writes two letters with one token id: {tables}")
+    # the shortest run of tokens before the letters that holds the opening tag (of the last answer
+    # tokenized; what comes before the letters is the same for every letter)
+    opener = next(
+        tuple(ids[i:at])
+        for i in range(at - 1, -1, -1)
+        if style.guess_tags[0] in tok.decode(ids[i:at])
+    )
+    return opener, tables
+
+
+def data_style(dataset) -> PromptStyle | None:
+    """The prompt style of SFT games (the first 200 rows of a ``messages`` column); ``None`` where
+    none shows one (first-turn prompts only)."""
+    found = detect_style(dataset.select(range(min(200, len(dataset))))["messages"])
+    return PromptStyle(*found) if found else None
+
+
 class SoftTargetCollator:
     """Wraps TRL's collator: adds ``soft_index`` (row, position of the logit that predicts a guess
-    token) and ``soft_probs`` (its target over ``target_ids``) for the imitated guesses of each
-    game.
+    letter), ``soft_ids`` (the ids of the letters a-z at that letter's position) and
+    ``soft_probs`` (its target over those ids) for the imitated guesses of each game.
 
-    The tokenizer must spell a guess one letter per token: each letter's target is its
-    distribution over the fitting answer words with the guess's prefix (``target_ids``: the 26
-    letters).
+    The tokenizer must write a guess of ``style`` one letter per token (:func:`guess_letter_ids`);
+    each letter's target is its distribution over the fitting answer words with the guess's
+    prefix.
     """
 
-    def __init__(self, base, tokenizer, targets: SoftTargets | None = None):
+    def __init__(
+        self, base, tokenizer, style: PromptStyle | None, targets: SoftTargets | None = None
+    ):
         self.base = base
         self.targets = targets or SoftTargets()
-        ids = [tokenizer.convert_tokens_to_ids(c) for c in LETTERS]
-        spelled = tokenizer("crane", add_special_tokens=False)["input_ids"]
-        if tokenizer.unk_token_id in ids or spelled != _ids_of("crane", ids):
-            raise ValueError(
-                "soft targets need a tokenizer that spells a guess one letter per token (the "
-                "embedded default does; a BPE tokenizer such as Qwen's does not): set "
-                "soft_target_weight=0"
-            )
-        self.letter_ids = self.target_ids = ids
+        style = style or PromptStyle(DEFAULT_STYLE)
+        self.tables = guess_letter_ids(
+            tokenizer, style, "soft targets", "use that style, or set soft_target_weight=0"
+        )[1]
 
     def _targets(
         self, history, k: int, guess: str, span: list[int]
-    ) -> list[tuple[int, np.ndarray]]:
-        """``[(offset in span of the logit, target)]`` for the guess of turn ``k``."""
-        at = find_last(span, _ids_of(guess, self.letter_ids))
+    ) -> list[tuple[int, int, np.ndarray]]:
+        """``[(offset in span of the logit, letter position, target)]`` for the guess of turn
+        ``k``."""
+        at = find_last(span, [self.tables[j][ord(c) - ord("a")] for j, c in enumerate(guess)])
         if at is None:
             raise ValueError(f"soft targets: guess {guess!r} is not spelled in its assistant turn")
-        return [(at + j - 1, p) for j, p in self.targets.letter_distributions(history[:k], guess)]
+        return [
+            (at + j - 1, j, p) for j, p in self.targets.letter_distributions(history[:k], guess)
+        ]
 
     def __call__(self, examples: list[dict]) -> dict:
         extras = [(ex.pop("history", None), ex.pop("soft_turns", None)) for ex in examples]
-        index, probs = [], []
+        index, ids, probs = [], [], []
         for b, (ex, (history, turns)) in enumerate(zip(examples, extras)):
             if not history or not turns:
                 continue
@@ -206,26 +255,23 @@ class SoftTargetCollator:
             if len(spans) != len(turns):
                 raise ValueError(
                     f"soft targets: {len(spans)} imitated turns in the tokens but {len(turns)} in "
-                    f"the "
-                    "game's history (was the conversation truncated? raise max_length)"
+                    "the game's history (was the conversation truncated? raise max_length)"
                 )
             for (start, end), k in zip(spans, turns):
-                for offset, p in self._targets(
+                for offset, j, p in self._targets(
                     history, k, history[k][0], ex["input_ids"][start:end]
                 ):
                     # the logit one position before a token predicts it
                     index.append((b, start + offset))
+                    ids.append(self.tables[j])
                     probs.append(p)
         batch = self.base(examples)
         batch["soft_index"] = torch.tensor(index, dtype=torch.long).reshape(-1, 2)
+        batch["soft_ids"] = torch.tensor(ids, dtype=torch.long).reshape(-1, len(LETTERS))
         batch["soft_probs"] = (
-            torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, len(self.target_ids))
+            torch.from_numpy(np.stack(probs)) if probs else torch.zeros(0, len(LETTERS))
         )
         return batch
-
-
-def _ids_of(word: str, letter_ids: list[int]) -> list[int]:
-    return [letter_ids[ord(c) - ord("a")] for c in word]
 
 
 def _label_spans(labels: list[int]) -> list[tuple[int, int]]:
@@ -275,16 +321,17 @@ def scored_logits(model, inputs: dict, positions: torch.Tensor) -> torch.Tensor:
     return torch.tanh(logits / cap) * cap if cap else logits
 
 
-def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_items=None):
+def soft_target_losses(model, inputs: dict, num_items=None):
     """``(hard, soft, token accuracy)`` of a batch from :class:`SoftTargetCollator` or TRL's
     collator: the mean cross-entropy of the hard labels (over ``num_items`` tokens when given, else
     the batch's) and the mean cross-entropy of the soft targets (``inputs`` loses its
-    ``soft_index``/``soft_probs``; without them, or with no ``target_ids``, the soft part is 0).
-    Logits are computed only where a label or a soft target falls (:func:`scored_logits`)."""
-    soft_index, soft_probs = inputs.pop("soft_index", None), inputs.pop("soft_probs", None)
+    ``soft_index``/``soft_ids``/``soft_probs``; without them the soft part is 0). Logits are
+    computed only where a label or a soft target falls (:func:`scored_logits`)."""
+    soft_index, soft_ids = inputs.pop("soft_index", None), inputs.pop("soft_ids", None)
+    soft_probs = inputs.pop("soft_probs", None)
     labels = inputs["labels"][:, 1:]
     mask = labels != -100
-    has_soft = soft_index is not None and target_ids is not None and len(soft_index) > 0
+    has_soft = soft_index is not None and len(soft_index) > 0
     positions = mask.clone()
     if has_soft:
         positions[soft_index[:, 0], soft_index[:, 1]] = True
@@ -297,7 +344,7 @@ def soft_target_losses(model, inputs: dict, target_ids: list[int] | None, num_it
     n = mask.sum() if num_items is None else num_items
     hard = -token_logp.sum() / torch.as_tensor(n).clamp(min=1)
     if has_soft:
-        targets = logp[row[soft_index[:, 0], soft_index[:, 1]]][:, target_ids]
+        targets = logp[row[soft_index[:, 0], soft_index[:, 1]]].gather(-1, soft_ids)
         soft = -(soft_probs.to(targets) * targets).sum(-1).mean()
     else:
         soft = hard.new_zeros(())
@@ -338,11 +385,9 @@ class SftBatches:
         self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
         # as `wordle-rl sft` pads
         pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)
-        self.collate = SoftTargetCollator(pad, tokenizer) if soft else pad
-
-    @property
-    def target_ids(self) -> list[int] | None:
-        return getattr(self.collate, "target_ids", None)
+        self.collate = (
+            SoftTargetCollator(pad, tokenizer, data_style(self.dataset)) if soft else pad
+        )
 
     def indices(self, k: int, rank: int = 0) -> list[int]:
         """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its
@@ -357,7 +402,7 @@ class SftBatches:
 
     def batch(self, k: int, rank: int = 0) -> dict:
         """Batch number ``k`` of process ``rank`` (tensors: input_ids, attention_mask, labels,
-        soft_index, soft_probs)."""
+        soft_index, soft_ids, soft_probs)."""
         return self.collate_games(self.indices(k, rank))
 
     def collate_games(self, indices: list[int]) -> dict:
