@@ -49,10 +49,9 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
+from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
-from wordle_rl.training.soft_targets import find_last, guess_letter_ids
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
 
 __all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
