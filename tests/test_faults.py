@@ -3,6 +3,7 @@ while saving, data made with another splits file, a run folder written by anothe
 version. Each ends in one clear line and leaves nothing half-written."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from wordle_rl.cli.main import app
 from wordle_rl.data.files import save_dataset
 from wordle_rl.data.sft_games import SftConfig, generate_sft
 from wordle_rl.data.splits import make_splits
+from wordle_rl.engine.storage import stale_temps, write_atomic
 from wordle_rl.pipeline.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +42,28 @@ def test_the_quick_job_killed_in_four_stages_resumes_to_a_whole_run(tmp_path):
     assert job["kills"] == 4 and job["starts"] == 5 and job["exit"] == 0
     assert report["kills_by_stage"] == {"sft": 1, "grpo": 1, "eval": 1, "report": 1}
     assert job["problems"] == [] and report["ok"]
+
+
+def test_a_write_killed_before_its_rename_leaves_nothing_once_the_file_is_written_again(tmp_path):
+    # a real process killed with SIGKILL between writing its temporary file and renaming it
+    target = tmp_path / "results.json"
+    script = (
+        "import os, sys, time\n"
+        "from wordle_rl.engine.storage import write_atomic\n"
+        "os.replace = lambda *a: (print('written', flush=True), time.sleep(600))\n"
+        "write_atomic(sys.argv[1], 'half')\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE)
+    assert child.stdout.readline() == b"written\n"
+    child.kill()
+    child.wait(timeout=60)
+    (left,) = stale_temps(target)
+    assert left.read_text() == "half" and not target.exists()
+    live = tmp_path / f".results.json.{os.getpid()}.x.tmp"  # a writer still at work: kept
+    live.write_text("")
+    write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["results.json", live.name])
 
 
 def in_small_disk(tmp_path: Path, script: str) -> None:

@@ -13,6 +13,7 @@ other module of the package.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -20,11 +21,37 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["write_atomic", "replace_dir", "whole_records", "repair_jsonl"]
+__all__ = ["write_atomic", "stale_temps", "replace_dir", "whole_records", "repair_jsonl"]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_temps(path: str | Path) -> list[Path]:
+    """The temporary files that writes of ``path`` by processes no longer alive left beside it
+    (a job killed between creating one and its rename); a live writer's file is not among them."""
+    path = Path(path)
+    prefix = f".{path.name}."
+    out = []
+    for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = tmp.name[len(prefix) :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            out.append(tmp)
+    return out
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and one rename.
+    """Write ``text`` to ``path`` through a temporary file in the same folder and one rename. The
+    temporary file's name holds the writer's process id, so that the next write of ``path``
+    removes what a killed writer left (:func:`stale_temps`).
 
     >>> import tempfile; d = Path(tempfile.mkdtemp())
     >>> write_atomic(d / "a" / "x.json", "{}").read_text(), [p.name for p in (d / "a").iterdir()]
@@ -32,7 +59,11 @@ def write_atomic(path: str | Path, text: str) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for leftover in stale_temps(path):
+        leftover.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
