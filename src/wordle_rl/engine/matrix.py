@@ -11,13 +11,14 @@ word lists.
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from wordle_rl.engine.storage import write_atomic
 from wordle_rl.engine.words import WordList, encode_words, load_word_lists
 
 __all__ = [
@@ -117,11 +118,9 @@ def pattern_matrix(words: WordList | None = None, use_cache: bool = True) -> np.
     if mat is None:
         mat = build_pattern_matrix(words.allowed, words.answers)
         if use_cache:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npy.tmp")
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, mat)
-            os.replace(tmp, path)
+            buf = io.BytesIO()
+            np.save(buf, mat)
+            write_atomic(path, buf.getvalue())
     mat.setflags(write=False)
     _MATRICES[key] = mat
     return mat

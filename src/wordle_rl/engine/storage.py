@@ -48,10 +48,10 @@ def stale_temps(path: str | Path) -> list[Path]:
     return out
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and one rename. The
-    temporary file's name holds the writer's process id, so that the next write of ``path``
-    removes what a killed writer left (:func:`stale_temps`).
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder and one
+    rename. The temporary file's name holds the writer's process id, so that the next write of
+    ``path`` removes what a killed writer left (:func:`stale_temps`).
 
     >>> import tempfile; d = Path(tempfile.mkdtemp())
     >>> write_atomic(d / "a" / "x.json", "{}").read_text(), [p.name for p in (d / "a").iterdir()]
@@ -65,7 +65,8 @@ def write_atomic(path: str | Path, text: str) -> Path:
         dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
     )
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        binary = isinstance(text, bytes)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException as e:
