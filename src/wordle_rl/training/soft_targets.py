@@ -34,6 +34,7 @@ __all__ = [
     "SftBatches",
 ]
 
+
 def load_sft_dataset(path: str | Path, soft: bool = False, splits: str | Path | None = None):
     """``datasets.Dataset`` with a ``messages`` column from a data folder (``hf/`` or ``sft.jsonl``)
     or a JSONL.
@@ -332,9 +333,7 @@ class SftBatches:
         self.tokenizer, self.batch_size, self.seed = tokenizer, batch_size, seed
         # as `wordle-rl sft` pads
         pad = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)
-        self.collate = (
-            SoftTargetCollator(pad, tokenizer, data_style(self.dataset)) if soft else pad
-        )
+        self.collate = SoftTargetCollator(pad, tokenizer, data_style(self.dataset)) if soft else pad
 
     def indices(self, k: int, rank: int = 0) -> list[int]:
         """The games of batch ``k`` on process ``rank`` (each rank of a multi-process run draws its
