@@ -106,42 +106,6 @@ def test_move_groups_share_a_state_of_the_policys_game(trained_micro, as_trainer
     assert 0 <= stats["wordle/fits_rate"] <= 1 and 0 <= stats["wordle/state_after_refusal"] <= 1
 
 
-def test_the_marks_reward_grades_the_moves_that_miss(trained_micro, as_trainer):
-    """With ``move_reward="marks"`` a fitting answer word still earns 1 and a refused move 0; any
-    other word earns 0.1 + 0.8 x the share of the feedback's tiles it would reproduce."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    rows = load_rl_rows(root / "rl")
-    ro = MoveRollout(_cfg(root, moves_states="any", move_reward="marks"), rows, tok)
-    torch.manual_seed(1)
-    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in range(6) for _ in "abcd"]
-    out = ro(prompts, as_trainer(model))
-    answers = set(ro.ctx.words.answers)
-    for i, row in enumerate(ro.last_rows):
-        text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
-        hist = as_history(row["history"])
-        pr = parse(text, ro.style, words=ro.ctx.words, history=hist)
-        if not pr.ok:
-            want = 0.0
-        elif pr.guess in answers and consistent_with(hist, pr.guess):
-            want = 1.0
-        else:
-            tiles = [
-                a == b
-                for g, p in hist
-                for a, b in zip(pattern_to_str(score(g, pr.guess)), pattern_to_str(p))
-            ]
-            want = 0.1 + 0.8 * (sum(tiles) / len(tiles) if tiles else 1.0)
-        assert out["move_fits"][i] == pytest.approx(want), (text, row["history"])
-    assert ro.last_stats["wordle/fits_rate"] == sum(x == 1.0 for x in out["move_fits"]) / 24
-    state = [["crane", "XXGXG"]]  # written out: fits, 4 of 5 tiles kept, 1 of 5, a non-word
-    for word, want in (("shake", 1.0), ("snake", 0.74), ("flock", 0.42), ("ahake", 0.0)):
-        ids = tok(f"<guess>{word}</guess>", add_special_tokens=False)["input_ids"]
-        assert ro._score(ids, state)[0] == pytest.approx(want)
-    with pytest.raises(ValueError, match="move_reward must be one of"):
-        WordleGRPOConfig(output_dir="unused", move_reward="greens")
-
-
 def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro, as_trainer):
     """With ``moves_reuse`` 3 the first step plays three steps' games in one batch (its own rows
     first) and takes the first groups' states; the next two steps take the rest, playing nothing;

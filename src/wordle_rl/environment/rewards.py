@@ -55,13 +55,21 @@ __all__ = [
     "episode_components",
     "game_return",
     "move_fits",
-    "move_marks",
-    "tile_consistency",
     "as_history",
     "completion_text",
     "default_context",
 ]
 
+COMPONENTS = (
+    "win",
+    "format",
+    "valid",
+    "partial",
+    "repetition",
+    "consistency",
+    "info_gain",
+    "invalid",
+)
 RANGES = {
     "win": (0.0, 1.5),
     "format": (0.0, 1.0),
@@ -72,7 +80,6 @@ RANGES = {
     "info_gain": (0.0, 1.0),
     "invalid": (-1.0, 0.0),
 }
-COMPONENTS = tuple(RANGES)
 EARLY_BONUS = 0.5
 
 
@@ -222,7 +229,16 @@ def turn_components(
         )
     tiles = pattern_to_tiles(ctx.score(guess, answer), length)
     out["partial"] = (2 * tiles.count(GREEN) + tiles.count(YELLOW)) / (2 * length)
-    out["consistency"] = tile_consistency(history, guess)
+    if history:
+        match = total = 0
+        for g, p in history:
+            want = pattern_to_tiles(p, len(g))
+            got = score_tiles(g, guess)
+            match += len(g) if want == got else sum(a == b for a, b in zip(want, got))
+            total += len(g)
+        out["consistency"] = match / total
+    else:
+        out["consistency"] = 1.0
     if not info:
         return out
     cands = ctx.candidates(history) if cands is None else cands
@@ -357,40 +373,11 @@ def move_fits(guess: str | None, history, words: WordList) -> float:
     one the feedback rules out (found by re-scoring). It does not depend on which answer the game
     has, so every word that could still be the answer earns the same.
 
-    >>> words, history = load_word_lists(), [["crane", "XXGXG"]]
+    >>> words = load_word_lists()
+    >>> history = [["crane", "XXGXG"]]
     >>> [move_fits(g, history, words) for g in ("shake", "shame", "snake", "ahake", None)]
     [1.0, 1.0, 0.0, 0.0, 0.0]
     """
     if guess is None or guess not in words.answer_index:
         return 0.0
     return float(consistent_with(as_history(history), guess))
-
-
-def tile_consistency(history: list[tuple[str, int]], guess: str) -> float:
-    """Share of the earlier feedback tiles that ``guess``, were it the answer, would reproduce
-    (re-scoring each earlier guess against it); 1.0 with no feedback yet.
-
-    >>> tile_consistency([("crane", str_to_pattern("XXGXG"))], "snake")
-    0.8
-    """
-    same = [
-        a == b
-        for g, p in history
-        for a, b in zip(pattern_to_tiles(p, len(g)), score_tiles(g, guess))
-    ]
-    return sum(same) / len(same) if same else 1.0
-
-
-def move_marks(guess: str | None, history, words: WordList) -> float:
-    """:func:`move_fits` graded, so that a group of moves that all miss still has spread: any other
-    word than a refused one earns 0.1 + 0.8 x its :func:`tile_consistency`.
-
-    >>> words, history = load_word_lists(), [["crane", "XXGXG"]]
-    >>> [round(move_marks(g, history, words), 2) for g in ("shake", "snake", "flock", None)]
-    [1.0, 0.74, 0.42, 0.0]
-    """
-    if guess is None or guess not in words.allowed_index:
-        return 0.0
-    if move_fits(guess, history, words):
-        return 1.0
-    return 0.1 + 0.8 * tile_consistency(as_history(history), guess)

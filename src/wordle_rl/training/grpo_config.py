@@ -23,7 +23,6 @@ __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CRED
 ROLLOUTS = ("game", "moves", "tools")
 MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "expected", "expected-log")
-MOVE_REWARDS = ("fits", "marks")
 
 
 @dataclass
@@ -191,14 +190,6 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "small model's decoding is bound by latency more than by the batch size."
         },
     )
-    move_reward: str = field(
-        default="fits",
-        metadata={
-            "help": "moves: a sampled move's score: fits (1 when it could still be the answer, "
-            "else 0) or marks (the same, with a word that misses graded by the share of the "
-            "feedback's marks it reproduces, so groups that all miss still have spread)."
-        },
-    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -260,10 +251,6 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
-        if self.move_reward not in MOVE_REWARDS:
-            raise ValueError(
-                f"move_reward must be one of {', '.join(MOVE_REWARDS)}, got {self.move_reward!r}"
-            )
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":

@@ -19,8 +19,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the
-   feedback rules out); with ``move_reward="marks"``, ``move_marks`` of the same module grades a
-   word that misses by the share of the feedback's marks it reproduces.
+   feedback rules out).
 
 The reward reads the feedback, never the row's answer: every word that could still be the answer
 earns the same, so no answer word is preferred to another. (A return paid for the row's answer also
@@ -48,7 +47,7 @@ import numpy as np
 from wordle_rl.data.splits import held_out_answers
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
-from wordle_rl.environment.rewards import as_history, move_fits, move_marks
+from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import eval_mode
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
@@ -268,13 +267,11 @@ class MoveRollout(WordleRollout):
         return len(lines)
 
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
-        """The move's score (:func:`move_fits`, or :func:`move_marks` with ``move_reward="marks"``)
-        and the game's refusal code for it (``None``: played)."""
+        """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
         text = self.tok.decode(ids, skip_special_tokens=True)
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
-        reward = move_marks if self.cfg.move_reward == "marks" else move_fits
-        return reward(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
+        return move_fits(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
 
     def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
         """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
@@ -334,7 +331,7 @@ class MoveRollout(WordleRollout):
         self.last_stats.update(
             {
                 "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
-                "wordle/fits_rate": float(np.mean(np.equal(fits, 1.0))),
+                "wordle/fits_rate": float(np.mean(fits)),
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
