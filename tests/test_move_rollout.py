@@ -106,6 +106,32 @@ def test_move_groups_share_a_state_of_the_policys_game(trained_micro, as_trainer
     assert 0 <= stats["wordle/fits_rate"] <= 1 and 0 <= stats["wordle/state_after_refusal"] <= 1
 
 
+def test_moves_sampled_from_one_shared_prefill_are_the_models_own(trained_micro):
+    """A group's rows share one prefill (its cache repeated per row): near zero temperature the
+    sampled moves are what greedy generation writes from each whole prefix alone, unpadded, for
+    prefixes of different lengths in one batch."""
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    rows = load_rl_rows(root / "rl")
+    ro = MoveRollout(_cfg(root, moves_states="any", temperature=1e-4), rows, tok)
+    model.eval()
+    games = ro.play(model, [0, 1, 2], sample_turns=0)
+    uniq = [decision_prefixes(games[i], rows[i])[k][0] for i, k in ((0, -1), (1, 0), (2, 1))]
+    assert len({len(p) for p in uniq}) > 1
+    moves = ro._sample_moves(model, [p for p in uniq for _ in range(3)])
+    for i, prefix in enumerate(uniq):
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=torch.tensor([prefix]),
+                do_sample=False,
+                max_new_tokens=ro.cfg.max_turn_tokens,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        want = ro._cut(out[0, len(prefix) :].tolist())[0]
+        assert moves[3 * i : 3 * i + 3] == [want] * 3, (tok.decode(want), i)
+
+
 def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro, as_trainer):
     """With ``moves_reuse`` 3 the first step plays three steps' games in one batch (its own rows
     first) and takes the first groups' states; the next two steps take the rest, playing nothing;

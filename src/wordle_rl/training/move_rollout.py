@@ -48,7 +48,7 @@ from wordle_rl.data.splits import held_out_answers
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
-from wordle_rl.models.embedded import eval_mode
+from wordle_rl.models.embedded import cache_argument, eval_mode
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 
@@ -102,14 +102,31 @@ class MoveRollout(WordleRollout):
     decision of it, ``num_generations`` moves sampled there, each scored by :func:`move_fits`."""
 
     def _sample_moves(self, model, prefixes: list[list[int]]) -> list[list[int]]:
-        """One sampled turn after each token prefix, cut after its end-of-turn token."""
+        """One sampled turn after each token prefix, cut after its end-of-turn token.
+
+        A group's moves share their prefix: each distinct prefix is encoded once, and its KV cache
+        is repeated for its rows before sampling (the prefill is most of a turn's compute)."""
         import torch
 
-        seqs, attn = left_pad(prefixes, self.tok.pad_token_id, model.device)
+        starts = [i == 0 or p != prefixes[i - 1] for i, p in enumerate(prefixes)]
+        rows = torch.as_tensor(np.cumsum(starts) - 1, device=model.device)
+        uniq = [p for p, start in zip(prefixes, starts) if start]
+        seqs, attn = left_pad(uniq, self.tok.pad_token_id, model.device)
         with eval_mode(model), torch.no_grad():
+            pos = (attn.cumsum(-1) - 1).clamp(min=0)
+            prefill = model(
+                input_ids=seqs[:, :-1],
+                attention_mask=attn[:, :-1],
+                position_ids=pos[:, :-1],
+                use_cache=True,
+            )
+            cache = getattr(prefill, cache_argument())
+            cache.batch_select_indices(rows)
+            seqs, attn = seqs[rows], attn[rows]
             out = model.generate(
                 input_ids=seqs,
                 attention_mask=attn,
+                **{cache_argument(): cache},
                 do_sample=True,
                 temperature=self.cfg.temperature,
                 top_k=0,
