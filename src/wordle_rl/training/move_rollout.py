@@ -120,13 +120,14 @@ class MoveRollout(WordleRollout):
                 position_ids=pos[:, :-1],
                 use_cache=True,
             )
-            cache = getattr(prefill, cache_argument())
+            name = cache_argument()
+            cache = getattr(prefill, name)
             cache.batch_select_indices(rows)
             seqs, attn = seqs[rows], attn[rows]
             out = model.generate(
                 input_ids=seqs,
                 attention_mask=attn,
-                **{cache_argument(): cache},
+                **{name: cache},
                 do_sample=True,
                 temperature=self.cfg.temperature,
                 top_k=0,
