@@ -108,6 +108,13 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "CPU has native bf16)."
         },
     )
+    bf16_where_native: bool = field(
+        default=False,
+        metadata={
+            "help": "With bf16 unset: bf16 autocast on a CPU that computes it natively "
+            "(AVX512-BF16 or AMX), fp32 on any other CPU; the same steps either way."
+        },
+    )
     activation_checkpointing: bool | None = field(
         default=False,
         metadata={

@@ -136,6 +136,13 @@ class WordleSFTConfig(LoraFields, SFTConfig):
             "off on a CPU. true is allowed on a CPU with native bf16 (AVX512-BF16 or AMX)."
         },
     )
+    bf16_where_native: bool = field(
+        default=False,
+        metadata={
+            "help": "With bf16 unset: bf16 autocast on a CPU that computes it natively "
+            "(AVX512-BF16 or AMX), fp32 on any other CPU; the same steps either way."
+        },
+    )
     activation_checkpointing: bool | None = field(
         default=False,
         metadata={
@@ -175,10 +182,10 @@ def resolve_defaults(cfg) -> None:
     """Precision and activation checkpointing, resolved before TRL sees them (TRL would turn bf16 on
     blindly).
 
-    bf16 (autocast over fp32 weights) by default where CUDA supports it, fp32 on a CPU; bf16 on a
-    CPU is allowed when asked for where the CPU computes it natively. Asking for bf16 anywhere else
-    is an error. The old name ``gradient_checkpointing`` of activation checkpointing wins when
-    given.
+    bf16 (autocast over fp32 weights) by default where CUDA supports it, fp32 on a CPU (bf16 where
+    it is native, with ``bf16_where_native``); bf16 on a CPU is allowed when asked for where the CPU
+    computes it natively. Asking for bf16 anywhere else is an error. The old name
+    ``gradient_checkpointing`` of activation checkpointing wins when given.
     """
     from wordle_rl.models.embedded import cpu_has_native_bf16
 
@@ -197,7 +204,7 @@ def resolve_defaults(cfg) -> None:
         return
     cfg.use_cpu = True
     if cfg.bf16 is None:
-        cfg.bf16 = False
+        cfg.bf16 = bool(cfg.bf16_where_native and cpu_has_native_bf16())
     elif cfg.bf16 and not cpu_has_native_bf16():
         raise ValueError(
             "bf16=True needs a CUDA GPU or a CPU with native bf16 (AVX512-BF16 or AMX); this "
