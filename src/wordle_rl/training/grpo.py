@@ -26,6 +26,7 @@ from wordle_rl.environment.rewards import RewardWeights
 from wordle_rl.training.grpo_config import WordleGRPOConfig, vllm_missing
 from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, fits_reward
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout
+from wordle_rl.training.shared_prompt import completion_logits, token_logps_and_entropies
 
 __all__ = ["WordleGRPOConfig", "WordleGRPOTrainer", "run_grpo", "load_rl_rows", "vllm_missing"]
 
@@ -75,6 +76,45 @@ class WordleGRPOTrainer(GRPOTrainer):
             out["letter_ids"] = ids.to(self.model.device)
         return out
 
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **inputs,
+    ):
+        """TRL's per-token log-probabilities and entropies, each group's prompt run once
+        (:mod:`wordle_rl.training.shared_prompt`); TRL's own per-row forward where that cannot
+        apply (a multimodal input, an MoE aux loss, activation checkpointing, no shared prompt)."""
+        logits = None
+        if not (
+            compute_aux_loss
+            or self.args.activation_checkpointing
+            or any(v is not None for v in inputs.values())
+        ):
+            with self.accelerator.autocast():
+                logits = completion_logits(model, input_ids, attention_mask, logits_to_keep)
+        if logits is None:
+            return super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **inputs,
+            )
+        tokens = input_ids[:, -logits_to_keep:]
+        logps, entropies = token_logps_and_entropies(
+            logits, tokens, self.temperature, compute_entropy
+        )
+        return logps, entropies, None
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from wordle_rl.training.soft_targets import soft_target_losses
 
@@ -117,10 +157,14 @@ class WordleGRPOTrainer(GRPOTrainer):
         # only the positions that predict the completion's tokens (the logit one position before
         # a token predicts it): a long prompt's logits over a large vocabulary would not fit
         width = completion.shape[1]
-        logits = model(
-            input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=width + 1
-        ).logits
-        logits = logits[:, :width].float() / self.args.temperature
+        logits = None
+        if not self.args.activation_checkpointing:
+            logits = completion_logits(model, ids, mask, width)
+        if logits is None:
+            logits = model(
+                input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=width + 1
+            ).logits[:, :width]
+        logits = logits.float() / self.args.temperature
         # each position's letters a-z (a BPE model writes later letters with a leading space)
         probs = logits.softmax(-1).gather(-1, inputs["letter_ids"])
         value = (probs * allowed).sum(-1)

@@ -1,0 +1,76 @@
+"""The logits of GRPO completions with each distinct prompt run through the model once.
+
+A GRPO group's ``num_generations`` completions share one prompt, and TRL's loss runs prompt and
+completion together for every row. With a Wordle state of about 300 tokens and a move of about 10,
+nearly all of an update's compute is then the same prompt, once per row of its group. Here each
+distinct prompt but its last token runs once, with gradients; its KV cache is indexed out to the
+rows that share it, and each row runs only that last token and its completion on top of it. The
+gradient reaches the shared pass through the cache, so the loss and its gradient are those of the
+per-row forward (up to float rounding; a test checks both).
+
+Used by :class:`wordle_rl.training.grpo.WordleGRPOTrainer` for its log-probabilities and its
+expected-letter loss; it needs the KV cache, so activation checkpointing (which turns the cache
+off in training) keeps TRL's per-row forward.
+"""
+
+from __future__ import annotations
+
+from wordle_rl.models.embedded import cache_argument
+
+__all__ = ["completion_logits", "token_logps_and_entropies"]
+
+
+def completion_logits(model, input_ids, attention_mask, width: int):
+    """``(rows, width, vocab)`` logits, each position's predicting that completion token, from
+    left-padded prompts followed by right-padded completions of ``width`` tokens; ``None`` when no
+    two rows share a prompt (nothing to save) or a prompt is a single column."""
+    import torch
+
+    prompt_width = input_ids.shape[1] - width
+    if prompt_width < 2 or width < 1:
+        return None
+    prompts = torch.cat([input_ids[:, :prompt_width], attention_mask[:, :prompt_width]], dim=1)
+    uniq, rows = torch.unique(prompts, dim=0, return_inverse=True)
+    if len(uniq) == len(prompts):
+        return None
+    first = torch.empty(len(uniq), dtype=torch.long, device=rows.device)
+    first[rows] = torch.arange(len(rows), device=rows.device)
+    # positions follow the left padding, as in generation
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    head = prompt_width - 1  # the shared part: every prompt column but the last
+    name = cache_argument()
+    shared = model(
+        input_ids=input_ids[first, :head],
+        attention_mask=attention_mask[first, :head],
+        position_ids=positions[first, :head],
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(shared, name)
+    cache.batch_select_indices(rows)
+    # the prompt's last token and the completion but its last token: the positions that predict
+    # the completion's tokens
+    return model(
+        input_ids=input_ids[:, head:-1],
+        attention_mask=attention_mask[:, :-1],
+        position_ids=positions[:, head:-1],
+        use_cache=True,
+        **{name: cache},
+    ).logits
+
+
+def token_logps_and_entropies(logits, tokens, temperature: float, entropy: bool):
+    """Log-probabilities of ``tokens`` under ``logits / temperature`` (float32), and the entropy
+    of each position's distribution when asked (else ``None``).
+
+    >>> import torch
+    >>> tokens = torch.tensor([[0, 3]])
+    >>> logps, ent = token_logps_and_entropies(torch.zeros(1, 2, 4), tokens, 1.0, True)
+    >>> [round(x, 4) for x in logps[0].tolist()], [round(x, 4) for x in ent[0].tolist()]
+    ([-1.3863, -1.3863], [1.3863, 1.3863])
+    """
+    logp = (logits.float() / temperature).log_softmax(-1)
+    picked = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    if not entropy:
+        return picked, None
+    return picked, -(logp.exp() * logp).sum(-1)
