@@ -310,6 +310,7 @@ def test_activation_checkpointing_is_off_by_default_and_the_old_flag_still_works
 
 def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
     from wordle_rl.models.embedded import cpu_has_native_bf16
+    from wordle_rl.training.grpo_config import WordleGRPOConfig
     from wordle_rl.training.sft import WordleSFTConfig
 
     info = tmp_path / "cpuinfo"
@@ -328,6 +329,11 @@ def test_cpu_bf16_follows_the_cpu_flags(tmp_path):
     else:
         with pytest.raises(ValueError, match="native bf16"):
             WordleSFTConfig(output_dir=str(tmp_path / "c"), bf16=True)
+    # where native: bf16 where the CPU has it, fp32 elsewhere; an explicit bf16 wins
+    for cls in (WordleSFTConfig, WordleGRPOConfig):
+        where = cls(output_dir=str(tmp_path / "d"), bf16_where_native=True)
+        assert where.bf16 is native
+        assert cls(output_dir=str(tmp_path / "e"), bf16_where_native=True, bf16=False).bf16 is False
 
 
 def test_schedule_that_follows_the_budget_ends_at_its_floor(micro, sft_data, tmp_path):
