@@ -52,12 +52,12 @@ def test_shared_prompt_logps_and_gradients_equal_the_per_row_forward(micro):
     assert grads[0].abs().sum() > 0
 
 
-@pytest.mark.parametrize("repeat", [False, True])
-def test_nothing_shared_falls_back(micro, repeat):
-    """Rows with distinct prompts (or a one-column prompt) leave the per-row forward to TRL."""
+@pytest.mark.parametrize("case", ["one row", "one-column prompts"])
+def test_nothing_shared_falls_back(micro, case):
+    """A batch with no repeated prompt (or prompts of one column) leaves the forward to TRL."""
     model, tok = load_model(str(micro), threads=1)
     ids, mask, width, _ = _batch(model.config.vocab_size, tok.pad_token_id)
-    if repeat:
-        assert completion_logits(model, ids[:, -width - 1 :], mask[:, -width - 1 :], width) is None
-    else:
+    if case == "one row":
         assert completion_logits(model, ids[[0]], mask[[0]], width) is None
+    else:
+        assert completion_logits(model, ids[:, -width - 1 :], mask[:, -width - 1 :], width) is None
