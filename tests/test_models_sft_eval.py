@@ -414,3 +414,33 @@ def test_carried_cache_plays_the_games_a_full_encode_plays(trained_micro, words,
     assert games[0] == games[1]
     if decode == "consistent":  # it wins some: batches shrink as games end, caches follow
         assert len({g["turns"] for g in games[0]}) > 1
+
+
+class _Counted(ModelPolicy):
+    """The policy, recording how many games each turn's call is asked for."""
+
+    def act(self, envs):
+        self.sizes = getattr(self, "sizes", []) + [len(envs)]
+        return super().act(envs)
+
+
+def test_a_model_plays_one_batch_of_games_at_a_time(trained_micro, words):
+    """Games are played ``batch_size`` at a time, each batch to its end (only one batch's KV caches
+    held), and greedy play is the same as all the games together."""
+    from wordle_rl.environment.env import EnvConfig
+    from wordle_rl.environment.rewards import RewardContext
+    from wordle_rl.evaluation.evaluate import play_games
+
+    _, path = trained_micro
+    model, tok = load_model(str(path), threads=1)
+    style = PromptStyle("tiles", think=False)
+    answers = make_splits(words, seed=0).val[:10]
+    policies = [
+        _Counted(model.eval(), tok, style, words, decode="consistent", batch_size=b)
+        for b in (4, 10)
+    ]
+    games = [play_games(p, answers, EnvConfig(), RewardContext()) for p in policies]
+    assert games[0] == games[1]
+    assert max(policies[0].sizes) == 4 and policies[0].sizes[0] == 4
+    assert policies[0].sizes.count(4) < len(policies[0].sizes)  # the last batch holds 2 games
+    assert policies[1].sizes[0] == 10

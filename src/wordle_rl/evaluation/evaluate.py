@@ -120,7 +120,7 @@ class SolverPolicy:
 
 
 class ModelPolicy:
-    """A local causal LM; all games advance together, one batched ``generate`` per turn."""
+    """A local causal LM; the games of a batch advance together, one ``generate`` per turn."""
 
     def __init__(
         self,
@@ -140,9 +140,7 @@ class ModelPolicy:
         self.batch_size, self.seed, self.name = batch_size, seed, name
         self.calls = 0
         self._carry = None
-        self._allowed_prefixes = (
-            guess_prefixes(words.allowed, style) if decode != "free" else None
-        )
+        self._allowed_prefixes = guess_prefixes(words.allowed, style) if decode != "free" else None
         self._enc = encode_words(list(words.allowed))
 
     def _prefix_set(self, env: WordleEnv) -> set[str]:
@@ -166,18 +164,12 @@ class ModelPolicy:
         ]
         out: list[str] = [""] * len(envs)
         for batch in self._carry.inputs(envs, texts):
-            kw = {
-                "max_new_tokens": self.max_new_tokens,
-                "pad_token_id": self.tok.pad_token_id,
-                "eos_token_id": self.tok.eos_token_id,
-                "use_cache": True,
-                "return_dict_in_generate": True,
-            }
+            kw = {"max_new_tokens": self.max_new_tokens, "pad_token_id": self.tok.pad_token_id}
+            kw |= {"eos_token_id": self.tok.eos_token_id, "use_cache": True}
+            kw |= {"return_dict_in_generate": True, "do_sample": self.temperature > 0}
             if self.temperature > 0:
                 set_seed(self.seed * 100_003 + self.calls)
-                kw |= {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0}
-            else:
-                kw |= {"do_sample": False}
+                kw |= {"temperature": self.temperature, "top_k": 0, "top_p": 1.0}
             if self.decode != "free":
                 prefixes = [self._prefix_set(envs[p]) for p in batch.positions]
                 constraint = GuessConstraint(self.tok, self.style, batch.prompt_length, prefixes)
@@ -252,7 +244,16 @@ def play_games(
     env_url: str | None = None,
 ) -> list[dict]:
     """Every answer played to the end (on the server at ``env_url`` when given); one record per game
-    with every turn."""
+    with every turn. A model plays ``batch_size`` games at a time (one batch's KV caches held)."""
+    size = getattr(policy, "batch_size", None) or max(len(answers), 1)
+    games = []
+    for i in range(0, len(answers), size):
+        games += _play_together(policy, answers[i : i + size], env_config, ctx, progress, env_url)
+    return games
+
+
+def _play_together(policy, answers, env_config, ctx, progress, env_url) -> list[dict]:
+    """``answers`` played to the end, every game advancing one turn per ``policy.act`` call."""
     envs = []
     for a in answers:
         if env_url:
