@@ -9,7 +9,7 @@ from rich.console import Console
 
 from wordle_rl.evaluation.recall_probe import recall_states
 from wordle_rl.pipeline.config import ConfigError, load_config
-from wordle_rl.pipeline.runner import STAGES, run_pipeline
+from wordle_rl.pipeline.runner import STAGES, Runner, run_pipeline
 
 
 def test_presets_and_config_errors(tmp_path):
@@ -218,6 +218,14 @@ def test_quick_pipeline_end_to_end(tmp_path):
     ]
     assert log[:2] == first  # steps 1-2 come from the checkpoint's state, not a new run
     assert (out / "markers" / "grpo.json").is_file()
+    # without the recall probe the evaluation asks no model at recall states
+    cfg = load_config("quick")
+    cfg.eval.recall_probe, cfg.eval.decodes, cfg.eval.train_sample = False, ["free"], False
+    for split in ("test", "val"):
+        (out / "eval" / split / "recall_probe.json").unlink()
+    Runner(cfg, out, console).stage_eval()
+    assert not any((out / "eval").glob("*/recall_probe.json"))
+    assert (out / "eval" / "val" / "grpo-free" / "results.json").is_file()
 
 
 def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
@@ -227,7 +235,6 @@ def test_data_commands_with_no_flags_make_the_main_jobs_data(tmp_path):
     from typer.testing import CliRunner
 
     from wordle_rl.cli.main import app
-    from wordle_rl.pipeline.runner import Runner
 
     cfg = load_config("cpu-default")
     cfg.data.sft, cfg.data.rl = {"games": 300}, {"rows": 40}

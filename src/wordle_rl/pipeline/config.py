@@ -125,6 +125,13 @@ class EvalSection:
             "pretrained LLM)."
         },
     )
+    recall_probe: bool = field(
+        default=True,
+        metadata={
+            "help": "Probe the SFT and GRPO models at the recall states of the SFT model's free "
+            "games (teacher-forced chance of the answer; one forward pass a state)."
+        },
+    )
 
 
 @dataclass

@@ -297,14 +297,9 @@ class Runner:
     def stage_eval(self):
         from wordle_rl.engine.words import load_word_lists
         from wordle_rl.environment.prompts import PromptStyle
+        from wordle_rl.evaluation import recall_probe
         from wordle_rl.evaluation.audit import TrainingIndex
         from wordle_rl.evaluation.evaluate import ModelPolicy, run_eval
-        from wordle_rl.evaluation.recall_probe import (
-            PROBE_FILE,
-            probe_model,
-            probe_summary,
-            recall_states,
-        )
         from wordle_rl.models.embedded import load_model
         from wordle_rl.training.move_rollout import RECALL_STATES_DIR
 
@@ -320,7 +315,11 @@ class Runner:
             f"in {audit_index_s} s"
         )
         names = [name for name, _ in self.trained() if name != "start"]
-        probe = names[:2] == ["sft", "grpo"] and "free" in self.cfg.eval.decodes
+        probe = (
+            self.cfg.eval.recall_probe
+            and names[:2] == ["sft", "grpo"]
+            and "free" in self.cfg.eval.decodes
+        )
         states, found = {}, {split: [] for split in self.cfg.eval.splits}
         for name, path in self.trained():
             # what the RL term rewarded writing, where (for a GRPO step before the last, the whole
@@ -357,16 +356,16 @@ class Runner:
                 if probe and name in ("sft", "grpo"):  # both at the SFT model's recall states
                     games = self.paths["eval"] / split / "sft-free" / "games.jsonl"
                     if split not in states:
-                        states[split] = recall_states(games)
-                    found[split].append(probe_model(model, tok, states[split], style))
+                        states[split] = recall_probe.recall_states(games)
+                    found[split].append(recall_probe.probe_model(model, tok, states[split], style))
         for split in self.cfg.eval.splits if probe else []:
             d = self.paths["eval"] / split
-            r = probe_summary(
+            r = recall_probe.probe_summary(
                 [p for n, p in self.trained() if n in ("sft", "grpo")],
                 found[split],
                 d / "sft-free" / "games.jsonl",
             )
-            write_atomic(d / PROBE_FILE, json.dumps(r, indent=1) + "\n")
+            write_atomic(d / recall_probe.PROBE_FILE, json.dumps(r, indent=1) + "\n")
         return {"audit_index_s": audit_index_s}
 
     def stage_report(self):
