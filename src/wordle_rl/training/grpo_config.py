@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from wordle_rl.engine.solvers import SOLVERS
 from wordle_rl.environment.prompts import DEFAULT_STYLE
 from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
+from wordle_rl.training.precision import PrecisionFields, resolve_precision
 
 __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
@@ -26,7 +28,7 @@ CREDITS = ("move", "expected", "expected-log")
 
 
 @dataclass
-class WordleGRPOConfig(LoraFields, GRPOConfig):
+class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
     """TRL's ``GRPOConfig`` with wordle-rl's defaults for the embedded CPU model, plus game
     settings."""
 
@@ -101,30 +103,6 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
     max_completion_length: int = field(
         default=256, metadata={"help": "Upper bound of a whole episode's tokens."}
     )
-    bf16: bool | None = field(
-        default=None,
-        metadata={
-            "help": "bf16 autocast; default: on with CUDA, off on a CPU (true allowed where the "
-            "CPU has native bf16)."
-        },
-    )
-    bf16_where_native: bool = field(
-        default=False,
-        metadata={
-            "help": "With bf16 unset: bf16 autocast on a CPU that computes it natively "
-            "(AVX512-BF16 or AMX), fp32 on any other CPU; the same steps either way."
-        },
-    )
-    activation_checkpointing: bool | None = field(
-        default=False,
-        metadata={
-            "help": "Recompute activations in backward (saves memory on large models, costs time)."
-        },
-    )
-    gradient_checkpointing: bool | None = field(
-        default=None,
-        metadata={"help": "Old name of activation_checkpointing; when given, it wins."},
-    )
     eval_val_every: int = field(
         default=50,
         metadata={
@@ -197,6 +175,14 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             "small model's decoding is bound by latency more than by the batch size."
         },
     )
+    moves_guide: str | None = field(
+        default=None,
+        metadata={
+            "help": "moves: a solver (candidate, entropy, search, random) whose move at the "
+            "group's state replaces the group's last sampled move, unless it writes a val or test "
+            "answer: a group whose samples all miss then still has a move that scores (None: off)."
+        },
+    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -258,6 +244,13 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
+        if self.moves_guide is not None and (
+            self.rollout != "moves" or self.moves_guide not in SOLVERS or self.num_generations < 2
+        ):
+            raise ValueError(
+                f"moves_guide needs rollout='moves', num_generations >= 2 and a solver of "
+                f"{', '.join(SOLVERS)}, got {self.moves_guide!r} with rollout={self.rollout!r}"
+            )
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":
@@ -272,9 +265,7 @@ class WordleGRPOConfig(LoraFields, GRPOConfig):
             )
         if getattr(self, "use_vllm", False):
             _configure_vllm(self)
-        from wordle_rl.training.sft import resolve_defaults
-
-        resolve_defaults(self)
+        resolve_precision(self)
         super().__post_init__()
 
 

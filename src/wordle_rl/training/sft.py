@@ -8,9 +8,8 @@ false`` are context). With ``--soft-target-weight W`` (> 0) every guess letter a
 target (:mod:`wordle_rl.training.soft_targets`): the distribution of that letter over all answer
 words that fit the feedback so far. The resolved config is saved as ``wordle_rl_sft_config.json`` in
 the output folder; checkpoints (model, optimizer, scheduler, RNG) go to ``checkpoint-N`` and
-``--resume`` continues from the last one. CPU (fp32) by default here; CUDA with bf16 when present.
-``--bf16 true`` on a CPU that computes bf16 natively (AVX512-BF16/AMX) makes steps ~1.4x faster, but
-30 minutes of it won no more held-out games than fp32 did.
+``--resume`` continues from the last one. CPU (fp32) by default here; CUDA with bf16 when present;
+bf16 on a CPU that computes it natively with ``--bf16 true`` (:mod:`wordle_rl.training.precision`).
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from wordle_rl.engine.storage import write_atomic
 from wordle_rl.models.adapters import LoraFields, add_lora, save_whole, weights_dtype
 from wordle_rl.models.embedded import load_model, pick_device
 from wordle_rl.models.prompt_record import write_prompt_record
+from wordle_rl.training.precision import PrecisionFields, resolve_precision
 from wordle_rl.training.records import last_checkpoint, save_config
 from wordle_rl.training.soft_targets import (
     SoftTargetCollator,
@@ -45,12 +45,11 @@ __all__ = [
     "WordleSFTTrainer",
     "run_sft",
     "train_and_save",
-    "resolve_defaults",
 ]
 
 
 @dataclass
-class WordleSFTConfig(LoraFields, SFTConfig):
+class WordleSFTConfig(LoraFields, PrecisionFields, SFTConfig):
     """TRL's ``SFTConfig`` with wordle-rl's defaults for the embedded CPU model, plus a few
     fields."""
 
@@ -129,31 +128,6 @@ class WordleSFTConfig(LoraFields, SFTConfig):
     seed: int = field(
         default=0, metadata={"help": "Seed of model init order, shuffling and dropout."}
     )
-    bf16: bool | None = field(
-        default=None,
-        metadata={
-            "help": "bf16 mixed precision (fp32 weights, bf16 autocast); default: on with CUDA, "
-            "off on a CPU. true is allowed on a CPU with native bf16 (AVX512-BF16 or AMX)."
-        },
-    )
-    bf16_where_native: bool = field(
-        default=False,
-        metadata={
-            "help": "With bf16 unset: bf16 autocast on a CPU that computes it natively "
-            "(AVX512-BF16 or AMX), fp32 on any other CPU; the same steps either way."
-        },
-    )
-    activation_checkpointing: bool | None = field(
-        default=False,
-        metadata={
-            "help": "Recompute activations in backward: saves memory on large models, but makes "
-            "the small default model's steps 1.18x slower (TRL turns it on by default)."
-        },
-    )
-    gradient_checkpointing: bool | None = field(
-        default=None,
-        metadata={"help": "Old name of activation_checkpointing; when given, it wins."},
-    )
     soft_target_weight: float = field(
         default=1.0,
         metadata={
@@ -166,7 +140,7 @@ class WordleSFTConfig(LoraFields, SFTConfig):
     )
 
     def __post_init__(self) -> None:
-        resolve_defaults(self)
+        resolve_precision(self)
         if self.soft_target_weight < 0:
             raise ValueError(f"soft_target_weight must be >= 0, got {self.soft_target_weight}")
         super().__post_init__()
@@ -176,40 +150,6 @@ class WordleSFTConfig(LoraFields, SFTConfig):
             raise ValueError(
                 f"lr_schedule_follows_budget needs lr_scheduler_type='cosine', got {schedule!r}"
             )
-
-
-def resolve_defaults(cfg) -> None:
-    """Precision and activation checkpointing, resolved before TRL sees them (TRL would turn bf16 on
-    blindly).
-
-    bf16 (autocast over fp32 weights) by default where CUDA supports it, fp32 on a CPU (bf16 where
-    it is native, with ``bf16_where_native``); bf16 on a CPU is allowed when asked for where the CPU
-    computes it natively. Asking for bf16 anywhere else is an error. The old name
-    ``gradient_checkpointing`` of activation checkpointing wins when given.
-    """
-    from wordle_rl.models.embedded import cpu_has_native_bf16
-
-    if cfg.gradient_checkpointing is not None:
-        cfg.activation_checkpointing = cfg.gradient_checkpointing
-    # the old name mirrors the new: a transformers that predates activation_checkpointing reads it
-    cfg.gradient_checkpointing = cfg.activation_checkpointing
-
-    cuda = torch.cuda.is_available()
-    if cuda:
-        supported = torch.cuda.is_bf16_supported()
-        if cfg.bf16 is None:
-            cfg.bf16 = bool(supported)
-        elif cfg.bf16 and not supported:
-            raise ValueError("bf16=True: this CUDA GPU does not support bf16 (leave it unset)")
-        return
-    cfg.use_cpu = True
-    if cfg.bf16 is None:
-        cfg.bf16 = bool(cfg.bf16_where_native and cpu_has_native_bf16())
-    elif cfg.bf16 and not cpu_has_native_bf16():
-        raise ValueError(
-            "bf16=True needs a CUDA GPU or a CPU with native bf16 (AVX512-BF16 or AMX); this "
-            "machine has neither (leave it unset)"
-        )
 
 
 class TimeBudget(TrainerCallback, ExportableState):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from wordle_rl.models.embedded import cache_argument
 
-__all__ = ["completion_logits", "token_logps_and_entropies"]
+__all__ = ["completion_logits", "prefill_for_rows", "token_logps_and_entropies"]
 
 
 def completion_logits(model, input_ids, attention_mask, width: int):
@@ -35,28 +35,37 @@ def completion_logits(model, input_ids, attention_mask, width: int):
         return None
     first = torch.empty(len(uniq), dtype=torch.long, device=rows.device)
     first[rows] = torch.arange(len(rows), device=rows.device)
-    # positions follow the left padding, as in generation
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     head = prompt_width - 1  # the shared part: every prompt column but the last
-    name = cache_argument()
-    shared = model(
-        input_ids=input_ids[first, :head],
-        attention_mask=attention_mask[first, :head],
-        position_ids=positions[first, :head],
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache = getattr(shared, name)
-    cache.batch_select_indices(rows)
+    cache = prefill_for_rows(model, input_ids[first, :head], attention_mask[first, :head], rows)
     # the prompt's last token and the completion but its last token: the positions that predict
     # the completion's tokens
     return model(
         input_ids=input_ids[:, head:-1],
         attention_mask=attention_mask[:, :-1],
-        position_ids=positions[:, head:-1],
+        position_ids=_positions(attention_mask)[:, head:-1],
         use_cache=True,
-        **{name: cache},
+        **{cache_argument(): cache},
     ).logits
+
+
+def prefill_for_rows(model, input_ids, attention_mask, rows):
+    """The KV cache of left-padded distinct prompts, each run once, indexed out to ``rows`` (the
+    distinct prompt of each row): what each row's continuation runs on."""
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=_positions(attention_mask),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(out, cache_argument())
+    cache.batch_select_indices(rows)
+    return cache
+
+
+def _positions(attention_mask):
+    """Position ids that follow the left padding, as in generation."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def token_logps_and_entropies(logits, tokens, temperature: float, entropy: bool):
