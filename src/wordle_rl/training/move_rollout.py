@@ -286,9 +286,9 @@ class MoveRollout(WordleRollout):
 
     def _guide(self, moves: list[list[int]], histories: list, n_fit: list[int]) -> list[int]:
         """Replace each group's last sampled move by ``moves_guide``'s move at the group's state,
-        as the turn the model would write (the answer text and its end-of-turn token), unless the
-        state is a held-out recall state or the guide's word is a val or test answer. Returns the
-        indices of the moves replaced."""
+        as the turn the model would write (the answer text and its end-of-turn token), unless no
+        answer word fits there (or the one that does is held out) or the guide's word is a val or
+        test answer. Returns the indices of the moves replaced."""
         from wordle_rl.engine.solvers import make_solver
         from wordle_rl.environment.prompts import format_answer
 
