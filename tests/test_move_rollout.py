@@ -159,38 +159,6 @@ def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro,
         WordleGRPOConfig(output_dir="unused", moves_reuse=0)
 
 
-def test_a_guide_writes_each_groups_last_move_as_the_model_would(trained_micro, as_trainer):
-    """With ``moves_guide`` the last move of each group is the solver's move at the group's state,
-    tokenized as the model writes a turn (retokenizing the conversation gives the same ids); it
-    fits the feedback, and the rest of the group is the policy's own samples."""
-    from wordle_rl.engine.solvers import make_solver
-
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    rows = load_rl_rows(root / "rl")
-    ro = MoveRollout(_cfg(root, moves_states="any", moves_guide="candidate"), rows, tok)
-    torch.manual_seed(0)
-    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in range(6) for _ in "abcd"]
-    out = ro(prompts, as_trainer(model))
-    solver, guided = make_solver("candidate", ro.ctx.words), 0
-    for j in range(6):
-        history = as_history(ro.last_rows[4 * j]["history"])
-        prompt, move = out["prompt_ids"][4 * j + 3], out["completion_ids"][4 * j + 3]
-        text = tok.decode(move, skip_special_tokens=True)
-        if len(ro.ctx.candidates(history)) == 0:  # nothing fits: the sample stays
-            continue
-        guided += 1
-        assert parse(text, ro.style).guess == solver.guess(history)
-        assert move[-1] == tok.eos_token_id and out["move_fits"][4 * j + 3] == 1.0
-        whole = tok.decode(prompt + move, skip_special_tokens=False)
-        assert tok(whole, add_special_tokens=False)["input_ids"] == prompt + move
-    assert guided > 0 and ro.last_stats["wordle/guided_share"] == guided / 6
-    with pytest.raises(ValueError, match="moves_guide needs"):
-        WordleGRPOConfig(output_dir="unused", rollout="game", moves_guide="candidate")
-    with pytest.raises(ValueError, match="moves_guide needs"):
-        WordleGRPOConfig(output_dir="unused", rollout="moves", moves_guide="oracle")
-
-
 def test_grpo_with_move_rollouts_trains(trained_micro):
     root, model_path = trained_micro
     before = {k: v.clone() for k, v in load_model(str(model_path))[0].state_dict().items()}

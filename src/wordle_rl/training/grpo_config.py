@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from wordle_rl.engine.solvers import SOLVERS
 from wordle_rl.environment.prompts import DEFAULT_STYLE
 from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
@@ -175,14 +174,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "small model's decoding is bound by latency more than by the batch size."
         },
     )
-    moves_guide: str | None = field(
-        default=None,
-        metadata={
-            "help": "moves: a solver (candidate, entropy, search, random) whose move at the "
-            "group's state replaces the group's last sampled move, unless it writes a val or test "
-            "answer: a group whose samples all miss then still has a move that scores (None: off)."
-        },
-    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -244,13 +235,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
-        if self.moves_guide is not None and (
-            self.rollout != "moves" or self.moves_guide not in SOLVERS or self.num_generations < 2
-        ):
-            raise ValueError(
-                f"moves_guide needs rollout='moves', num_generations >= 2 and a solver of "
-                f"{', '.join(SOLVERS)}, got {self.moves_guide!r} with rollout={self.rollout!r}"
-            )
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":

@@ -16,8 +16,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-3. ``num_generations`` moves are sampled there, one turn each (with ``moves_guide``, the last is
-   replaced by a solver's move there: a group whose samples all miss still has one that scores);
+3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the
    feedback rules out).
@@ -284,28 +283,6 @@ class MoveRollout(WordleRollout):
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
         return move_fits(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
 
-    def _guide(self, moves: list[list[int]], histories: list, n_fit: list[int]) -> list[int]:
-        """Replace each group's last sampled move by ``moves_guide``'s move at the group's state,
-        as the turn the model would write (the answer text and its end-of-turn token), unless no
-        answer word fits there (or the one that does is held out) or the guide's word is a val or
-        test answer. Returns the indices of the moves replaced."""
-        from wordle_rl.engine.solvers import make_solver
-        from wordle_rl.environment.prompts import format_answer
-
-        if not hasattr(self, "_guide_solver"):
-            self._guide_solver = make_solver(self.cfg.moves_guide, self.ctx.words, self.cfg.hard)
-        g, out = self.cfg.num_generations, []
-        for j, (history, fitting) in enumerate(zip(histories, n_fit)):
-            if fitting <= 0:  # no answer word fits, or the one that does is held out
-                continue
-            word = self._guide_solver.guess(as_history(history))
-            if word in self._held_out():
-                continue
-            ids = self.tok(format_answer(self.style, word), add_special_tokens=False)["input_ids"]
-            moves[j * g + g - 1] = ids + [self.tok.eos_token_id]
-            out.append(j * g + g - 1)
-        return out
-
     def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
         """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
         the groups' own rows, then rows drawn at random, all played in one batch. Returns the
@@ -349,13 +326,6 @@ class MoveRollout(WordleRollout):
         t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
-        sampled_fits = float(np.mean(fits))
-        if self.cfg.moves_guide:
-            guided = self._guide(moves, [h for _, h in states], n_fit)
-            for i in guided:
-                scored[i] = self._score(moves[i], states[i // g][1])
-                fits[i] = scored[i][0]
-            self.last_stats["wordle/guided_share"] = len(guided) / len(states)
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
         self.last_sets = None
         histories = [states[i // g][1] for i in range(len(moves))]
@@ -371,7 +341,7 @@ class MoveRollout(WordleRollout):
         self.last_stats.update(
             {
                 "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
-                "wordle/fits_rate": sampled_fits,  # the policy's own samples
+                "wordle/fits_rate": float(np.mean(fits)),
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
