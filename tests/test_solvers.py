@@ -7,7 +7,13 @@ import pytest
 from wordle_rl.engine.entropy import entropies
 from wordle_rl.engine.game import consistent_with, hard_mode_violation, play_game
 from wordle_rl.engine.matrix import cache_dir
-from wordle_rl.engine.solvers import EntropySolver, RandomSolver, SearchSolver, make_solver
+from wordle_rl.engine.solvers import (
+    EntropySolver,
+    RandomSolver,
+    RankedSolver,
+    SearchSolver,
+    make_solver,
+)
 from wordle_rl.engine.words import WordList
 
 
@@ -88,7 +94,7 @@ def test_search_beats_or_ties_greedy_and_caches_opener(small_words):
     assert SearchSolver(small_words, width=4, opener_width=6).opener() == srch.opener()
 
 
-@pytest.mark.parametrize("name", ["random", "entropy", "search"])
+@pytest.mark.parametrize("name", ["random", "entropy", "search", "ranked"])
 def test_hard_mode_guesses_are_legal(small_words, name):
     extra = {"width": 3, "opener_width": 4} if name == "search" else {}
     s = make_solver(name, small_words, hard=True, seed=0, **extra)
@@ -123,3 +129,26 @@ def test_candidate_solver_only_guesses_words_that_fit_the_feedback(words, matrix
     assert h[
         list(words.answer_to_allowed[cands]).index(words.allowed_index[s.guess(hist)])
     ] == pytest.approx(h.max())
+
+
+def test_ranked_solver_plays_the_best_ranked_word_that_fits(words, matrix):
+    ranking = random.Random(3).sample(words.answers, 1500)  # the rest follow in list order
+    s = make_solver("ranked", words, matrix=matrix, ranking=ranking)
+    rank = {
+        w: ranking.index(w) if w in ranking else 10_000 + words.answer_index[w]
+        for w in words.answers
+    }
+    assert s.guess([]) == make_solver("candidate", words, matrix=matrix).opener()
+    games = [play_game(s, a) for a in words.answers[::20]]
+    for g in games:
+        hist = list(zip(g.guesses, g.patterns))
+        for k in range(1, len(hist)):
+            fits = [w for w in words.answers if consistent_with(hist[:k], w)]
+            assert hist[k][0] == min(fits, key=rank.__getitem__)
+    assert np.mean([g.won for g in games]) >= 0.97
+    # no ranking: the answer list's order
+    first = RankedSolver(words, matrix=matrix)
+    hist = hist[:1]
+    assert first.guess(hist) == next(w for w in words.answers if consistent_with(hist, w))
+    with pytest.raises(ValueError, match="'zzzzz', which is no answer word"):
+        RankedSolver(words, matrix=matrix, ranking=["crane", "zzzzz"])

@@ -3,6 +3,7 @@
 wordle-rl data split --seed 0
 wordle-rl data sft --games 140000 --recall_share 0.2     # every SftConfig field is a flag
 wordle-rl data rl --rows 4000                            # every RlConfig field is a flag
+wordle-rl data rank --model runs/m --style xml --no-think # the ranked teacher's ranking
 wordle-rl data check data/sft/sft.jsonl --allow-outside
 """
 
@@ -102,6 +103,32 @@ def data_rl(
     path = _data_call(save_dataset, data, out, "rl")
     record_splits(out, sp)
     console.print(f"{len(data)} prompts -> {path} and {out / 'hf'}")
+
+
+@app.command("rank")
+def data_rank(
+    model: Annotated[str, typer.Option(help="Model folder whose preference ranks the words.")],
+    out: Annotated[Path, typer.Option(help="Ranking file, one word a line.")] = Path(
+        "data/ranking.txt"
+    ),
+    style: StyleOpt = DEFAULT_STYLE,
+    think: ThinkOpt = False,
+    threads: Annotated[int, typer.Option(help="Torch CPU threads.")] = 2,
+) -> None:
+    """Rank the answer words by the log-probability the model gives each as its first guess, best
+    first: the `ranked` teacher's ranking (`wordle-rl data sft --solver_mix ranked:1 --ranking
+    FILE`)."""
+    from wordle_rl.environment.prompts import PromptStyle
+    from wordle_rl.training.word_prior import write_model_ranking
+
+    t0 = time.perf_counter()
+    try:
+        st = PromptStyle(style, think=think)
+        with console.status(f"ranking the answer words by {model}"):
+            path = write_model_ranking(model, st, out, threads)
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
+        raise fail(str(e)) from e
+    console.print(f"ranking -> {path} ({time.perf_counter() - t0:.1f} s)")
 
 
 def _load_rows(path: Path) -> list[dict]:

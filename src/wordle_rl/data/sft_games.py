@@ -49,7 +49,14 @@ class SftConfig:
         default="candidate:0.8,random:0.2",
         metadata={
             "help": "Share of games played by each solver, as solver:weight,... (entropy, search, "
-            "candidate, random); weights are normalised."
+            "candidate, ranked, random); weights are normalised."
+        },
+    )
+    ranking: str | None = field(
+        default=None,
+        metadata={
+            "help": "The ranked solver's ranking: a file of answer words, one a line, best first "
+            "(`wordle-rl data rank` writes a model's own); none: the answer list's order."
         },
     )
     n_openers: int = field(
@@ -144,12 +151,12 @@ def generate_sft(
     check_protocol(cfg.protocol)
     held_out = splits.held_out() if cfg.protocol == "strict" else set()
     entropy = EntropySolver(words)
+    shared = {"seed": cfg.seed, "matrix": entropy.matrix, "by_answer": entropy.by_answer}
+    ranking = {"ranking": read_ranking(cfg.ranking)} if cfg.ranking and "ranked" in mix else {}
     solvers = {
         name: entropy
         if name == "entropy"
-        else make_solver(
-            name, words, seed=cfg.seed, matrix=entropy.matrix, by_answer=entropy.by_answer
-        )
+        else make_solver(name, words, **shared, **(ranking if name == "ranked" else {}))
         for name in mix
     }
     openers = strong_openers(entropy, cfg.n_openers)
@@ -230,6 +237,18 @@ def generate_sft(
     return rows + recall_games(
         words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns, recalled=recalled
     )
+
+
+def read_ranking(path: str) -> list[str]:
+    """The words of a ranking file, best first; a missing file is named."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise DataError(
+            f"cannot read the ranking file {path!r} ({e.strerror}); write one with "
+            "`wordle-rl data rank`"
+        ) from e
+    return [w.strip() for w in text.splitlines() if w.strip()]
 
 
 def _cut_held_out(

@@ -1,13 +1,15 @@
-"""Solver baselines, each usable as a policy: ``random``, ``entropy`` and ``search``.
+"""Solver baselines and teachers, each usable as a policy.
 
 All solvers see only the history of (guess, pattern) and the public word lists; candidates are
 found by re-scoring through the pattern matrix. Each is deterministic (``random`` given a seed).
 
 - ``random``: a uniformly random remaining candidate.
 - ``entropy``: greedy maximum expected information (bits) over all allowed guesses, ties to
-  candidates.
+  candidates; ``candidate``: the same among the remaining candidates only.
 - ``search``: for the best few entropy guesses, a lookahead that minimises the expected number of
   guesses (the leaves are valued by playing the greedy entropy policy out exactly).
+- ``ranked``: the candidate solver's opener, then the best-ranked remaining candidate (a ranking
+  of the answer words: a model's own preference, say; the answer list's order without one).
 
 Openers are computed, not hard-coded, and cached on disk next to the pattern matrix.
 
@@ -35,6 +37,7 @@ __all__ = [
     "EntropySolver",
     "SearchSolver",
     "CandidateSolver",
+    "RankedSolver",
     "make_solver",
     "SOLVERS",
 ]
@@ -323,6 +326,36 @@ class CandidateSolver(EntropySolver):
         )
 
 
+class RankedSolver(CandidateSolver):
+    """The candidate solver's opener, then the remaining candidate first in ``ranking`` (answer
+    words, best first; the words it leaves out follow in the answer list's order). With a model's
+    own preference as the ranking, a student imitating it learns which words fit, not a choice.
+
+    >>> from wordle_rl.engine.game import score
+    >>> history = [("raise", score("raise", "tiger"))]
+    >>> RankedSolver().guess(history), RankedSolver(ranking=["tiger"]).guess(history)
+    ('cider', 'tiger')
+    """
+
+    name = "ranked"
+
+    def __init__(self, words=None, hard: bool = False, ranking: list[str] | None = None, **kw):
+        super().__init__(words, hard, **kw)
+        n = len(self.words.answers)
+        self.rank = np.arange(n, 2 * n)
+        for r, word in enumerate(ranking or []):
+            i = self.words.answer_index.get(word)
+            if i is None:
+                raise ValueError(f"the ranking holds {word!r}, which is no answer word")
+            self.rank[i] = min(self.rank[i], r)
+
+    def guess(self, history: History, rng: random.Random | None = None) -> str:
+        if not history:
+            return self.opener()
+        cands = self._check_history(history)  # each one keeps hard mode's rules too
+        return self.words.answers[int(cands[np.argmin(self.rank[cands])])]
+
+
 def _cached_opener(solver: _Base, compute) -> str:
     """Openers are computed once per (word lists, solver settings) and kept in a JSON file in the
     cache dir."""
@@ -354,11 +387,12 @@ SOLVERS = {
     "entropy": EntropySolver,
     "search": SearchSolver,
     "candidate": CandidateSolver,
+    "ranked": RankedSolver,
 }
 
 
 def make_solver(name: str, words: WordList | None = None, hard: bool = False, seed: int = 0, **kw):
-    """Build a solver by name (``random``, ``entropy``, ``search``, ``candidate``)."""
+    """Build a solver by name (``random``, ``entropy``, ``search``, ``candidate``, ``ranked``)."""
     if name not in SOLVERS:
         raise ValueError(f"unknown solver {name!r}; choose one of {sorted(SOLVERS)}")
     if name == "random":

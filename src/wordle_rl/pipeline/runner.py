@@ -5,7 +5,8 @@
     wordle-rl pipeline --config my.toml --out runs/exp1
 
 Stages, in order: words (lists, pattern matrix, openers), baselines (solvers on each evaluated
-split), data (splits, SFT games, RL prompts), model (the embedded default or a hub model), sft,
+split), model (the embedded default or a hub model), data (splits, SFT games, RL prompts; the
+``ranked`` teacher's ranking from the model), sft,
 grpo, control (when enabled: more SFT for as long as GRPO took, the RL term's control), select
 (the job's model: the one that plays val best, :mod:`wordle_rl.pipeline.select`),
 eval (free and consistent decoding on the test and val splits, audited against the run's own
@@ -28,7 +29,7 @@ from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
 __all__ = ["run_pipeline", "Runner", "STAGES"]
 
 
-STAGES = tuple("words baselines data model sft grpo control select eval report".split())
+STAGES = tuple("words baselines model data sft grpo control select eval report".split())
 
 
 class Runner:
@@ -40,6 +41,7 @@ class Runner:
             "splits": out / "data" / "splits.json",
             "sft_data": out / "data" / "sft",
             "rl_data": out / "data" / "rl",
+            "ranking": out / "data" / "ranking.txt",
             **{name: out / name for name in ("model", "sft", "grpo", "control", "eval")},
         }
 
@@ -129,34 +131,14 @@ class Runner:
                 )
 
     def data_configs(self):
-        """``(SftConfig, RlConfig)`` of the data stage: the ``data.sft`` and ``data.rl`` sections
-        over the config classes' defaults, with this run's seed and prompt style."""
-        from wordle_rl.data.rl_rows import RlConfig
-        from wordle_rl.data.sft_games import SftConfig
+        from wordle_rl.pipeline.data_stage import data_configs
 
-        d = self.cfg.data
-        run = {"seed": self.cfg.seed, "style": d.style, "think": d.think}
-        return SftConfig(**run, **d.sft), RlConfig(**run, **d.rl)
+        return data_configs(self)
 
     def stage_data(self):
-        from wordle_rl.data.files import save_dataset
-        from wordle_rl.data.rl_rows import generate_rl
-        from wordle_rl.data.sft_games import generate_sft
-        from wordle_rl.data.splits import check_leakage, record_splits
+        from wordle_rl.pipeline.data_stage import run_data
 
-        sft_cfg, rl_cfg = self.data_configs()
-        protocol = sft_cfg.protocol
-        sp = self._splits()
-        with self.console.status(f"playing {sft_cfg.games} solver games"):
-            sft_rows = generate_sft(sp, sft_cfg)
-        check_leakage(sft_rows, sp, "sft", allow_outside=True, protocol=protocol)
-        save_dataset(sft_rows, self.paths["sft_data"], "sft")
-        record_splits(self.paths["sft_data"], sp)
-        rl_rows = generate_rl(sp, rl_cfg)
-        check_leakage(rl_rows, sp, "rl", allow_outside=True)
-        save_dataset(rl_rows, self.paths["rl_data"], "rl")
-        record_splits(self.paths["rl_data"], sp)
-        return {"sft_games": len(sft_rows), "rl_rows": len(rl_rows)}
+        return run_data(self)
 
     def stage_model(self):
         import shutil
