@@ -203,6 +203,7 @@ def test_a_grpo_run_a_budget_ends_records_its_last_step_and_keeps_best_val_whole
         time_budget_minutes=0.001,  # ends it after its first step
         eval_val_every=50,
         eval_val_games=4,
+        eval_val_batch_size=3,  # a batch of 3, then one of 1
         threads=1,
         save_steps=50,
     )
@@ -210,5 +211,6 @@ def test_a_grpo_run_a_budget_ends_records_its_last_step_and_keeps_best_val_whole
     steps = [r["step"] for r in read_records(out)]
     last = json.loads(next(out.glob("checkpoint-*/trainer_state.json")).read_text())["global_step"]
     assert steps == [0, last] and 0 < last < 100
+    assert [r["games"] for r in read_records(out)] == [4, 4]
     best = json.loads((out / BEST_FILE).read_text())
     assert best["step"] in steps and not (out / PREV_DIR).exists()

@@ -157,6 +157,8 @@ def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro,
     assert len(ro._states) == 4 and ro.last_stats["wordle/games"] == 6
     with pytest.raises(ValueError, match="moves_reuse must be >= 1"):
         WordleGRPOConfig(output_dir="unused", moves_reuse=0)
+    with pytest.raises(ValueError, match="eval_val_batch_size must be >= 1"):
+        WordleGRPOConfig(output_dir="unused", eval_val_batch_size=0)
 
 
 def test_grpo_with_move_rollouts_trains(trained_micro):

@@ -131,6 +131,7 @@ class ValEvalCallback(TrainerCallback):
             style,
             words,
             max_new_tokens=self.cfg.max_turn_tokens,
+            batch_size=self.cfg.eval_val_batch_size,
         )
         ecfg = EvalConfig(
             split="val", train_sample=False, style=self.cfg.style, think=self.cfg.think

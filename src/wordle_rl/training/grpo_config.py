@@ -117,6 +117,13 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "the run's best model (best-val/, best_val.json)."
         },
     )
+    eval_val_batch_size: int = field(
+        default=128,
+        metadata={
+            "help": "Val games played at once in a val check (only one batch's KV caches are "
+            "held beside the training state)."
+        },
+    )
     splits: str = field(
         default="data/splits.json",
         metadata={
@@ -235,6 +242,8 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
+        if self.eval_val_batch_size < 1:
+            raise ValueError(f"eval_val_batch_size must be >= 1, got {self.eval_val_batch_size}")
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         if self.credit != "move" and self.rollout != "moves":
