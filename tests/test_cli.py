@@ -210,6 +210,24 @@ def test_a_damaged_model_folder_is_one_clear_line(tmp_path):
         for cmd in (
             ["eval", "--split", "val", "--limit", "1", "--splits", str(splits)],
             ["watch", "--answer", "abide"],
+            ["data", "rank", "--out", str(tmp_path / "r.txt")],
         ):
             r = runner.invoke(app, [*cmd, "--model", str(folder)])
             assert r.exit_code == 2 and why in r.output and str(folder) in r.output, r.output
+
+
+def test_a_models_ranking_drives_the_ranked_teacher(tmp_path):
+    model, splits, ranking = tmp_path / "m", tmp_path / "splits.json", tmp_path / "ranking.txt"
+    assert runner.invoke(app, ["init-model", str(model), "--preset", "micro"]).exit_code == 0
+    assert runner.invoke(app, ["data", "split", "--out", str(splits)]).exit_code == 0
+    r = runner.invoke(app, ["data", "rank", "--model", str(model), "--out", str(ranking)])
+    assert r.exit_code == 0, r.output
+    words = ranking.read_text().split()
+    assert len(words) == len(set(words)) == 2315
+    args = ["data", "sft", "--splits", str(splits), "--games", "6", "--solver_mix", "ranked:1"]
+    r = runner.invoke(app, [*args, "--ranking", str(ranking), "--out", str(tmp_path / "sft")])
+    assert r.exit_code == 0 and "6 games" in r.output, r.output
+    r = runner.invoke(app, [*args, "--ranking", str(tmp_path / "no.txt"), "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "cannot read the ranking file" in r.output, r.output
+    r = runner.invoke(app, ["data", "rank", "--model", str(model), "--style", "yaml"])
+    assert r.exit_code == 2 and "unknown prompt style 'yaml'" in r.output, r.output
