@@ -24,7 +24,7 @@ from pathlib import Path
 
 from wordle_rl.engine.storage import write_atomic
 from wordle_rl.pipeline.config import ConfigError, PipelineConfig, check_same_run
-from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, versions
+from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, release_memory, versions
 
 __all__ = ["run_pipeline", "Runner", "STAGES"]
 
@@ -62,6 +62,7 @@ class Runner:
             t0 = time.perf_counter()
             extra = getattr(self, f"stage_{stage}")() or {}
             self.mark(stage, time.perf_counter() - t0, extra)
+            release_memory()  # the next stage starts from a small process
             self.console.print(f"[green]✓ {stage}[/] in {time.perf_counter() - t0:.1f} s")
 
     # each stage -------------------------------------------------------------
