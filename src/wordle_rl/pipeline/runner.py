@@ -61,8 +61,8 @@ class Runner:
             self.console.rule(f"[bold]{stage}")
             t0 = time.perf_counter()
             extra = getattr(self, f"stage_{stage}")() or {}
-            self.mark(stage, time.perf_counter() - t0, extra)
             release_memory()  # the next stage starts from a small process
+            self.mark(stage, time.perf_counter() - t0, extra)
             self.console.print(f"[green]✓ {stage}[/] in {time.perf_counter() - t0:.1f} s")
 
     # each stage -------------------------------------------------------------
