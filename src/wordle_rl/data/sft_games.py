@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
 from wordle_rl.data.recall import recall_games
@@ -242,7 +243,7 @@ def generate_sft(
 def read_ranking(path: str) -> list[str]:
     """The words of a ranking file, best first; a missing file is named."""
     try:
-        text = open(path, encoding="utf-8").read()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise DataError(
             f"cannot read the ranking file {path!r} ({e.strerror}); write one with "
