@@ -1,5 +1,6 @@
-"""The logits of GRPO completions with each distinct prompt run through the model once.
+"""Forward passes that run a prompt shared by several rows through the model once.
 
+GRPO (:func:`completion_logits`):
 A GRPO group's ``num_generations`` completions share one prompt, and TRL's loss runs prompt and
 completion together for every row. With a Wordle state of about 300 tokens and a move of about 10,
 nearly all of an update's compute is then the same prompt, once per row of its group. Here each
@@ -11,13 +12,23 @@ per-row forward (up to float rounding; a test checks both).
 Used by :class:`wordle_rl.training.grpo.WordleGRPOTrainer` for its log-probabilities and its
 expected-letter loss; it needs the KV cache, so activation checkpointing (which turns the cache
 off in training) keeps TRL's per-row forward.
+
+SFT (:func:`shared_prefix_hidden`): every game of a batch opens with the same system prompt and
+first user turn, about half of a short game's tokens. That common prefix runs once, the rest of
+each row on its KV cache, with the same loss and gradient as the batch run row by row.
 """
 
 from __future__ import annotations
 
 from wordle_rl.models.embedded import cache_argument
 
-__all__ = ["completion_logits", "prefill_for_rows", "token_logps_and_entropies"]
+__all__ = [
+    "completion_logits",
+    "common_prefix_length",
+    "prefill_for_rows",
+    "shared_prefix_hidden",
+    "token_logps_and_entropies",
+]
 
 
 def completion_logits(model, input_ids, attention_mask, width: int):
@@ -61,6 +72,56 @@ def prefill_for_rows(model, input_ids, attention_mask, rows):
     cache = getattr(out, cache_argument())
     cache.batch_select_indices(rows)
     return cache
+
+
+def common_prefix_length(input_ids, attention_mask) -> int:
+    """How many columns at the start every row holds, unpadded and token for token the same.
+
+    >>> import torch
+    >>> ids = torch.tensor([[5, 6, 7, 8], [5, 6, 9, 0]])
+    >>> common_prefix_length(ids, torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    2
+    >>> common_prefix_length(ids, torch.tensor([[0, 1, 1, 1], [1, 1, 1, 0]]))
+    0
+    """
+    same = (input_ids == input_ids[:1]).all(0) & (attention_mask == 1).all(0)
+    differ = (~same).nonzero()
+    return int(differ[0, 0]) if len(differ) else int(input_ids.shape[1])
+
+
+def shared_prefix_hidden(model, input_ids, attention_mask):
+    """``(rows, length, hidden)``: the last hidden state of right-padded rows, the prefix they all
+    share run once (with gradients) and each row's rest on its KV cache; ``None`` when there is
+    nothing to share (one row, no common prefix, or rows that are the prefix whole), or when
+    activation checkpointing turns the cache off."""
+    import torch
+
+    rows, length = input_ids.shape
+    shared = common_prefix_length(input_ids, attention_mask)
+    checkpointing = getattr(getattr(model, "module", model), "is_gradient_checkpointing", False)
+    if rows < 2 or shared < 1 or shared >= length or checkpointing:
+        return None
+    head = model(
+        input_ids=input_ids[:1, :shared],
+        attention_mask=attention_mask[:1, :shared],
+        use_cache=True,
+        output_hidden_states=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(head, cache_argument())
+    cache.batch_repeat_interleave(rows)
+    positions = torch.arange(shared, length, device=input_ids.device).expand(rows, -1)
+    rest = model(
+        input_ids=input_ids[:, shared:],
+        attention_mask=attention_mask,
+        position_ids=positions,
+        use_cache=True,
+        output_hidden_states=True,
+        logits_to_keep=1,
+        **{cache_argument(): cache},
+    )
+    prefix = head.hidden_states[-1].expand(rows, -1, -1)
+    return torch.cat([prefix, rest.hidden_states[-1]], dim=1)
 
 
 def _positions(attention_mask):

@@ -23,6 +23,7 @@ from wordle_rl.engine.matrix import pattern_matrix
 from wordle_rl.engine.words import WordList, encode_words, load_word_lists
 from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle, detect_style
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
+from wordle_rl.training.shared_prompt import shared_prefix_hidden
 
 __all__ = [
     "load_sft_dataset",
@@ -255,16 +256,21 @@ def scored_logits(model, inputs: dict, positions: torch.Tensor) -> torch.Tensor:
     forward pass and most of its memory).
 
     The forward pass still goes through ``model`` itself (a DDP or PEFT wrapper included); its
-    last hidden state is the one the head reads."""
-    out = model(
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs.get("attention_mask"),
-        use_cache=False,
-        output_hidden_states=True,
-        logits_to_keep=1,
-    )
+    last hidden state is the one the head reads. The prefix all rows share (the system prompt and
+    first turn of a batch of games) runs once (:func:`shared_prefix_hidden`)."""
+    ids, mask = inputs["input_ids"], inputs.get("attention_mask")
+    hidden = None if mask is None else shared_prefix_hidden(model, ids, mask)
+    if hidden is None:
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            use_cache=False,
+            output_hidden_states=True,
+            logits_to_keep=1,
+        )
+        hidden = out.hidden_states[-1]
     inner = getattr(model, "module", model)
-    logits = inner.get_output_embeddings()(out.hidden_states[-1][:, :-1][positions])
+    logits = inner.get_output_embeddings()(hidden[:, :-1][positions])
     cap = getattr(inner.config, "final_logit_softcapping", None)
     return torch.tanh(logits / cap) * cap if cap else logits
 
