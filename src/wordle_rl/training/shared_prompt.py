@@ -98,8 +98,7 @@ def shared_prefix_hidden(model, input_ids, attention_mask):
 
     rows, length = input_ids.shape
     shared = common_prefix_length(input_ids, attention_mask)
-    checkpointing = getattr(getattr(model, "module", model), "is_gradient_checkpointing", False)
-    if rows < 2 or shared < 1 or shared >= length or checkpointing:
+    if rows < 2 or shared < 1 or shared >= length or _checkpointing(model):
         return None
     head = model(
         input_ids=input_ids[:1, :shared],
@@ -122,6 +121,13 @@ def shared_prefix_hidden(model, input_ids, attention_mask):
     )
     prefix = head.hidden_states[-1].expand(rows, -1, -1)
     return torch.cat([prefix, rest.hidden_states[-1]], dim=1)
+
+
+def _checkpointing(model) -> bool:
+    """Whether activation checkpointing is on (it turns the KV cache off in training)."""
+    inner = getattr(model, "module", model)
+    on = getattr(inner, "is_activation_checkpointing", None)  # transformers 5: the new name
+    return bool(getattr(inner, "is_gradient_checkpointing", False) if on is None else on)
 
 
 def _positions(attention_mask):

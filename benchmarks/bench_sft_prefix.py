@@ -1,0 +1,109 @@
+"""Seconds per SFT step with a batch's common prefix (system prompt and first user turn) run once,
+against the plain forward that runs every row whole, on real solver games and a real model folder.
+
+Run on an idle machine, with a model folder such as the converted SmolLM2:
+
+    wordle-rl init-model models/smollm2 --from smollm2-135m-instruct
+    python benchmarks/bench_sft_prefix.py --model models/smollm2 [--batches 4] [--batch 8] \\
+        [--style xml] [--lora-layers 0] [--threads 2]
+
+Prints one JSON line per setting (after an untimed warm-up step; the shared setting twice): the
+batches' shapes and shared prefix lengths, seconds per step (forward, backward, no optimizer) and
+each batch's loss, which must agree between the settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from wordle_rl.data.files import save_dataset
+from wordle_rl.data.sft_games import SftConfig, generate_sft
+from wordle_rl.data.splits import make_splits
+from wordle_rl.models.adapters import add_lora
+from wordle_rl.models.embedded import load_model
+from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer
+from wordle_rl.training.shared_prompt import common_prefix_length, shared_prefix_hidden
+from wordle_rl.training.soft_targets import load_sft_dataset
+
+
+def loss_of(model, batch: dict, shared: bool) -> torch.Tensor:
+    """The mean cross-entropy of the batch's labels, from the shared-prefix or the plain forward."""
+    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    hidden = shared_prefix_hidden(model, ids, mask) if shared else None
+    if hidden is None:
+        hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        hidden = hidden.hidden_states[-1]
+    keep = labels[:, 1:] != -100
+    logits = model.get_output_embeddings()(hidden[:, :-1][keep])
+    return torch.nn.functional.cross_entropy(logits.float(), labels[:, 1:][keep])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True, help="A model folder (wordle-rl init-model).")
+    ap.add_argument("--batches", type=int, default=4, help="Batches timed per setting.")
+    ap.add_argument("--batch", type=int, default=8, help="Games per batch.")
+    ap.add_argument("--style", default="xml")
+    ap.add_argument(
+        "--lora-layers", type=int, default=0, help="LoRA on this many last layers (0: every layer)."
+    )
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = generate_sft(
+            make_splits(seed=0),
+            SftConfig(games=args.batch * args.batches, seed=0, style=args.style, think=False),
+        )
+        data = save_dataset(rows, Path(tmp) / "sft", "sft").parent
+        cfg = WordleSFTConfig(
+            model=args.model,
+            data=str(data),
+            output_dir=tmp,
+            soft_target_weight=0.0,
+            per_device_train_batch_size=args.batch,
+            lora=True,
+            lora_layers=args.lora_layers or None,
+            report_to=[],
+        )
+        model, tok = load_model(args.model, threads=args.threads)
+        model = add_lora(model, cfg)
+        trainer = WordleSFTTrainer(
+            model=model, args=cfg, train_dataset=load_sft_dataset(data), processing_class=tok
+        )
+        batches = [b for _, b in zip(range(args.batches), trainer.get_train_dataloader())]
+        model.train()
+        loss_of(model, batches[0], False).backward()  # warm-up, not timed
+        for shared in (True, False, True):
+            start, losses = time.perf_counter(), []
+            for batch in batches:
+                model.zero_grad()
+                loss = loss_of(model, batch, shared)
+                loss.backward()
+                losses.append(round(loss.item(), 5))
+            seconds = (time.perf_counter() - start) / len(batches)
+            print(
+                json.dumps(
+                    {
+                        "prefix_run_once": shared,
+                        "shapes": [list(b["input_ids"].shape) for b in batches],
+                        "prefix": [
+                            common_prefix_length(b["input_ids"], b["attention_mask"])
+                            for b in batches
+                        ],
+                        "s_per_step": round(seconds, 2),
+                        "losses": losses,
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
