@@ -183,6 +183,12 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
+
+
+
+
+
+
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
 def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
     """credit="expected": the batch carries each move's allowed letters (from the same letter sets
@@ -376,38 +382,3 @@ def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):
     assert index.rows == 1 and index.words == {"dowel"}
     assert index.imitated(state_key(histories[4]), "dowel")
     assert not index.imitated(state_key(histories[3]), "dowel")
-
-
-def test_forced_format_moves_are_whole_guesses_and_train_only_their_letters(
-    trained_micro, as_trainer
-):
-    """With the format forced, a hot policy's every sampled move is a guess of five letters in its
-    tags (refused, if at all, as a non-word or a repeat, never for its format); the opening tag
-    ends the prompt and the loss mask covers exactly the letters."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    rows = load_rl_rows(root / "rl")
-    ro = MoveRollout(
-        _cfg(root, moves_states="any", moves_forced_format=True, credit="move", temperature=3.0),
-        rows,
-        tok,
-    )
-    opener, closer, letters = ro._frame()
-    assert tok.decode(opener) == "<guess>" and tok.decode(closer, skip_special_tokens=True) == (
-        "</guess>"
-    )
-    torch.manual_seed(0)
-    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in range(6) for _ in "abcd"]
-    out = ro(prompts, as_trainer(model))
-    for i, (prompt, move) in enumerate(zip(out["prompt_ids"], out["completion_ids"])):
-        assert prompt[-len(opener) :] == opener
-        assert move[-len(closer) :] == closer
-        word = tok.decode(move[: -len(closer)])
-        assert re.fullmatch("[a-z]{5}", word), word
-        assert out["env_mask"][i] == [1] * (len(move) - len(closer)) + [0] * len(closer)
-        hist = as_history(ro.last_rows[i]["history"])
-        pr = parse(f"<guess>{word}</guess>", ro.style, words=ro.ctx.words, history=hist)
-        assert pr.error in (None, "not_in_word_list", "repeated_guess")
-    assert ro.last_stats["wordle/format_error_rate"] == 0.0
-    with pytest.raises(ValueError, match="takes credit='move'"):
-        _cfg(root, moves_forced_format=True, credit="expected")

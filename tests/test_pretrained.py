@@ -329,21 +329,3 @@ def test_the_word_prior_scores_a_first_answer_as_one_forward_pass_does(smollm2):
         want = logits.log_softmax(-1).gather(-1, torch.tensor(tail)[:, None]).sum().item()
         assert score == pytest.approx(want, abs=1e-3)
     assert got[0] > got[2]  # a common word before a string of z's
-
-
-def test_the_forced_answer_frame_of_a_bpe_tokenizer(smollm2):
-    """SmolLM2 writes ``<guess>`` and ``</guess>`` apart from the word: the forced format's tags,
-    and its letter runs are the lower-case pieces with no space before them."""
-    from wordle_rl.training.forced_format import answer_frame, letter_lengths
-
-    tok = AutoTokenizer.from_pretrained(smollm2)
-    opener, closer = answer_frame(tok, XML)
-    assert tok.decode(opener) == "<guess>" and tok.decode(closer) == "</guess><|im_end|>"
-    letters = letter_lengths(tok, len(tok))
-    pieces = tok("<guess>crane</guess>", add_special_tokens=False)["input_ids"]
-    word = pieces[len(opener) : len(pieces) - len(closer) + 1]
-    assert tok.decode(word) == "crane" and int(letters[word].sum()) == 5
-    assert letters[tok(" crane", add_special_tokens=False)["input_ids"][0]] == 0
-    assert letters[tok.eos_token_id] == 0 and letters[opener].sum() == len("guess")
-    with pytest.raises(ValueError, match="one bare word without think"):
-        answer_frame(tok, PromptStyle("xml", think=True))

@@ -181,14 +181,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "small model's decoding is bound by latency more than by the batch size."
         },
     )
-    moves_forced_format: bool = field(
-        default=False,
-        metadata={
-            "help": "moves: draw only the guess's letters, the answer's tags, its word length and "
-            "its end forced, so that no sampled move is a broken format; the forced tokens get no "
-            "gradient (needs credit move and a style with the word bare between tags, think off)."
-        },
-    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -258,11 +250,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             raise ValueError(
                 f"credit={self.credit!r} scores single moves of the moves rollout, not rollout="
                 f"{self.rollout!r}"
-            )
-        if self.moves_forced_format and (self.rollout != "moves" or self.credit != "move"):
-            raise ValueError(
-                f"moves_forced_format forces the format of the moves rollout's samples and takes "
-                f"credit='move', got rollout={self.rollout!r}, credit={self.credit!r}"
             )
         if self.rl_coef < 0 or (self.rl_coef == 0 and self.sft_coef == 0):
             raise ValueError(

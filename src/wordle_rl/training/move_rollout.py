@@ -49,7 +49,6 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import cache_argument, eval_mode
-from wordle_rl.training.forced_format import ForcedFormat, answer_frame, letter_lengths, word_tokens
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.shared_prompt import prefill_for_rows
@@ -107,18 +106,9 @@ class MoveRollout(WordleRollout):
         """One sampled turn after each token prefix, cut after its end-of-turn token.
 
         A group's moves share their prefix: each distinct prefix is encoded once, and its KV cache
-        is repeated for its rows before sampling (the prefill is most of a turn's compute). With
-        ``moves_forced_format`` each prefix ends with the answer's opening tag and only the word's
-        letters are drawn (:mod:`wordle_rl.training.forced_format`)."""
+        is repeated for its rows before sampling (the prefill is most of a turn's compute)."""
         import torch
-        from transformers import LogitsProcessorList
 
-        forced = []
-        if self.cfg.moves_forced_format:
-            opener, closer, letters = self._frame()
-            prefixes = [p + opener for p in prefixes]
-            width = max(len(p) for p in prefixes)
-            forced = [ForcedFormat(letters, closer, width, self.ctx.words.length)]
         starts = [i == 0 or p != prefixes[i - 1] for i, p in enumerate(prefixes)]
         rows = torch.as_tensor(np.cumsum(starts) - 1, device=model.device)
         uniq = [p for p, start in zip(prefixes, starts) if start]
@@ -138,24 +128,8 @@ class MoveRollout(WordleRollout):
                 pad_token_id=self.tok.pad_token_id,
                 eos_token_id=self.tok.eos_token_id,
                 suppress_tokens=self._suppress or None,
-                logits_processor=LogitsProcessorList(forced),
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
-
-    def _frame(self) -> tuple:
-        """The forced format's opening ids, closing ids and letter runs, worked out once."""
-        if not hasattr(self, "_forced"):
-            opener, closer = answer_frame(self.tok, self.style)
-            self._forced = opener, closer, letter_lengths(self.tok, len(self.tok))
-        return self._forced
-
-    def _trained_mask(self, move: list[int]) -> list[int]:
-        """Which tokens of a sampled move the loss trains: all of a free move; with the format
-        forced, the word's letters only."""
-        if not self.cfg.moves_forced_format:
-            return [1] * len(move)
-        n = word_tokens(move, self._frame()[2], self.ctx.words.length)[0]
-        return [1] * n + [0] * (len(move) - n)
 
     def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
         """:func:`~wordle_rl.training.soft_targets.guess_letter_ids` of the policy's tokenizer and
@@ -305,8 +279,7 @@ class MoveRollout(WordleRollout):
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
         """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
-        opener = self._frame()[0] if self.cfg.moves_forced_format else []
-        text = self.tok.decode(opener + ids, skip_special_tokens=True)
+        text = self.tok.decode(ids, skip_special_tokens=True)
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
         return move_fits(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
 
@@ -350,8 +323,6 @@ class MoveRollout(WordleRollout):
         prefixes = [ids for ids, _ in states for _ in range(g)]
         t_states = time.perf_counter()
         moves = self._sample_moves(model, prefixes)
-        if self.cfg.moves_forced_format:  # the opening tag is the prompt's
-            prefixes = [p + self._frame()[0] for p in prefixes]
         t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
@@ -389,7 +360,7 @@ class MoveRollout(WordleRollout):
         return {
             "prompt_ids": prefixes,
             "completion_ids": moves,
-            "env_mask": [self._trained_mask(m) for m in moves],
+            "env_mask": [[1] * len(m) for m in moves],
             "logprobs": None,
             "move_fits": fits,
         }
