@@ -28,17 +28,17 @@ from wordle_rl.data.splits import make_splits
 from wordle_rl.models.adapters import add_lora
 from wordle_rl.models.embedded import load_model
 from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer
-from wordle_rl.training.shared_prompt import common_prefix_length, shared_prefix_hidden
-from wordle_rl.training.soft_targets import load_sft_dataset
+from wordle_rl.training.shared_prompt import common_prefix_length
+from wordle_rl.training.soft_targets import load_sft_dataset, soft_target_losses
 
 
 def loss_of(model, batch: dict, shared: bool) -> torch.Tensor:
-    """The mean cross-entropy of the batch's labels, from the shared-prefix or the plain forward."""
+    """The mean cross-entropy of the batch's labels: the SFT trainer's own loss (its shared prefix
+    run once), or the same loss from the plain forward of every row whole."""
+    if shared:
+        return soft_target_losses(model, dict(batch))[0]
     ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-    hidden = shared_prefix_hidden(model, ids, mask) if shared else None
-    if hidden is None:
-        hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        hidden = hidden.hidden_states[-1]
+    hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
     keep = labels[:, 1:] != -100
     logits = model.get_output_embeddings()(hidden[:, :-1][keep])
     return torch.nn.functional.cross_entropy(logits.float(), labels[:, 1:][keep])
