@@ -5,7 +5,10 @@ Run on an idle machine, with a model folder such as the converted SmolLM2:
 
     wordle-rl init-model models/smollm2 --from smollm2-135m-instruct
     python benchmarks/bench_sft_prefix.py --model models/smollm2 [--batches 4] [--batch 8] \\
-        [--style xml] [--lora-layers 0] [--threads 2]
+        [--style xml] [--lora-layers 0] [--full] [--threads 2]
+
+On a CUDA machine the model, the batches and the timing move to the GPU, under bf16 autocast as the
+trainer computes there (`--full` trains every weight, as the `smollm2-gpu` preset does).
 
 Prints one JSON line per setting (after an untimed warm-up step; the shared setting twice): the
 batches' shapes and shared prefix lengths, seconds per step (forward, backward, no optimizer) and
@@ -18,6 +21,7 @@ import argparse
 import json
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -53,8 +57,11 @@ def main() -> None:
     ap.add_argument(
         "--lora-layers", type=int, default=0, help="LoRA on this many last layers (0: every layer)."
     )
+    ap.add_argument("--full", action="store_true", help="Train every weight, not LoRA adapters.")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    cuda = torch.cuda.is_available()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         rows = generate_sft(
@@ -68,25 +75,34 @@ def main() -> None:
             output_dir=tmp,
             soft_target_weight=0.0,
             per_device_train_batch_size=args.batch,
-            lora=True,
+            lora=not args.full,
             lora_layers=args.lora_layers or None,
             report_to=[],
         )
         model, tok = load_model(args.model, threads=args.threads)
         model = add_lora(model, cfg)
+        if cuda:
+            model = model.cuda()
         trainer = WordleSFTTrainer(
             model=model, args=cfg, train_dataset=load_sft_dataset(data), processing_class=tok
         )
-        batches = [b for _, b in zip(range(args.batches), trainer.get_train_dataloader())]
+        batches = [
+            {k: v.to(model.device) for k, v in b.items()}
+            for _, b in zip(range(args.batches), trainer.get_train_dataloader())
+        ]
         model.train()
-        loss_of(model, batches[0], False).backward()  # warm-up, not timed
+        with autocast:
+            loss_of(model, batches[0], False).backward()  # warm-up, not timed
         for shared in (True, False, True):
             start, losses = time.perf_counter(), []
             for batch in batches:
                 model.zero_grad()
-                loss = loss_of(model, batch, shared)
-                loss.backward()
+                with autocast:
+                    loss = loss_of(model, batch, shared)
+                    loss.backward()
                 losses.append(round(loss.item(), 5))
+            if cuda:
+                torch.cuda.synchronize()
             seconds = (time.perf_counter() - start) / len(batches)
             print(
                 json.dumps(
