@@ -29,7 +29,7 @@ import torch
 from wordle_rl.data.files import save_dataset
 from wordle_rl.data.sft_games import SftConfig, generate_sft
 from wordle_rl.data.splits import make_splits
-from wordle_rl.models.adapters import add_lora
+from wordle_rl.models.adapters import add_lora, weights_dtype
 from wordle_rl.models.embedded import load_model
 from wordle_rl.training.sft import WordleSFTConfig, WordleSFTTrainer
 from wordle_rl.training.shared_prompt import common_prefix_length
@@ -60,8 +60,6 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="Train every weight, not LoRA adapters.")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    cuda = torch.cuda.is_available()
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         rows = generate_sft(
@@ -79,10 +77,11 @@ def main() -> None:
             lora_layers=args.lora_layers or None,
             report_to=[],
         )
-        model, tok = load_model(args.model, threads=args.threads)
+        # on the device and in the dtype the trainer loads (fp32 weights when all are trained)
+        model, tok = load_model(args.model, dtype=weights_dtype(cfg), threads=args.threads)
         model = add_lora(model, cfg)
-        if cuda:
-            model = model.cuda()
+        cuda = model.device.type == "cuda"
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
         trainer = WordleSFTTrainer(
             model=model, args=cfg, train_dataset=load_sft_dataset(data), processing_class=tok
         )
