@@ -132,46 +132,6 @@ def test_moves_sampled_from_one_shared_prefill_are_the_models_own(trained_micro)
         assert moves[3 * i : 3 * i + 3] == [want] * 3, (tok.decode(want), i)
 
 
-def test_beam_moves_are_the_groups_likeliest_moves_from_one_prefill(trained_micro):
-    """``moves_decode="beam"``: each group's moves are what beam search writes from its whole
-    prefix alone, unpadded (its prefill run once for all its beams), in order and distinct,
-    for prefixes of different lengths in one batch, two groups sharing one state included."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    rows = load_rl_rows(root / "rl")
-    g = 4
-    cfg = _cfg(root, moves_states="any", moves_decode="beam", num_generations=g)
-    ro = MoveRollout(cfg, rows, tok)
-    model.eval()
-    games = ro.play(model, [0, 1, 2], sample_turns=0)
-    uniq = [decision_prefixes(games[i], rows[i])[k][0] for i, k in ((0, -1), (1, 0), (1, 0))]
-    assert len({len(p) for p in uniq}) > 1
-    moves = ro._sample_moves(model, [p for p in uniq for _ in range(g)])
-    assert len(moves) == g * len(uniq)
-    for i, prefix in enumerate(uniq):
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=torch.tensor([prefix]),
-                do_sample=False,
-                num_beams=g,
-                num_return_sequences=g,
-                max_new_tokens=ro.cfg.max_turn_tokens,
-                pad_token_id=tok.pad_token_id,
-                eos_token_id=tok.eos_token_id,
-            )
-        want = [ro._cut(x)[0] for x in out[:, len(prefix) :].tolist()]
-        group = moves[g * i : g * i + g]
-        assert group == want, (i, [tok.decode(m) for m in group], [tok.decode(m) for m in want])
-        assert len({tuple(m) for m in group}) == g
-
-
-def test_beam_moves_need_the_moves_rollout(tmp_path):
-    with pytest.raises(ValueError, match="moves_decode='beam' draws the moves of the moves"):
-        WordleGRPOConfig(output_dir=str(tmp_path), moves_decode="beam", rollout="game")
-    with pytest.raises(ValueError, match="moves_decode must be one of sample, beam"):
-        WordleGRPOConfig(output_dir=str(tmp_path), moves_decode="top", rollout="moves")
-
-
 def test_one_round_of_games_gives_the_states_of_moves_reuse_steps(trained_micro, as_trainer):
     """With ``moves_reuse`` 3 the first step plays three steps' games in one batch (its own rows
     first) and takes the first groups' states; the next two steps take the rest, playing nothing;

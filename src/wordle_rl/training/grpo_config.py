@@ -19,19 +19,11 @@ from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
 from wordle_rl.training.precision import PrecisionFields, resolve_precision
 
-__all__ = [
-    "WordleGRPOConfig",
-    "vllm_missing",
-    "ROLLOUTS",
-    "MOVES_STATES",
-    "MOVES_DECODES",
-    "CREDITS",
-]
+__all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
 MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "expected", "expected-log")
-MOVES_DECODES = ("sample", "beam")
 
 
 @dataclass
@@ -189,15 +181,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "small model's decoding is bound by latency more than by the batch size."
         },
     )
-    moves_decode: str = field(
-        default="sample",
-        metadata={
-            "help": "moves: how a group's moves are drawn at its state: sample (num_generations "
-            "samples at the temperature) or beam (the num_generations most likely moves, by beam "
-            "search: distinct and well formed, so that the group's scores differ wherever the "
-            "policy's own likeliest words differ in whether they fit)."
-        },
-    )
     credit: str | None = field(
         default=None,
         metadata={
@@ -256,15 +239,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             raise ValueError(
                 f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
-            )
-        if self.moves_decode not in MOVES_DECODES:
-            raise ValueError(
-                f"moves_decode must be one of {', '.join(MOVES_DECODES)}, got {self.moves_decode!r}"
-            )
-        if self.moves_decode != "sample" and self.rollout != "moves":
-            raise ValueError(
-                f"moves_decode={self.moves_decode!r} draws the moves of the moves rollout, not "
-                f"rollout={self.rollout!r}"
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")

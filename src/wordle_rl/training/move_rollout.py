@@ -16,9 +16,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-3. ``num_generations`` moves are sampled there, one turn each (with ``moves_decode="beam"``, the
-   ``num_generations`` likeliest moves by beam search instead: distinct, well formed, and the
-   policy's own first choices, so that a group has spread wherever they differ in whether they fit);
+3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the
    feedback rules out).
@@ -105,35 +103,26 @@ class MoveRollout(WordleRollout):
     decision of it, ``num_generations`` moves sampled there, each scored by :func:`move_fits`."""
 
     def _sample_moves(self, model, prefixes: list[list[int]]) -> list[list[int]]:
-        """One turn after each token prefix (sampled, or a group's ``num_generations`` likeliest
-        by beam search with ``moves_decode="beam"``), cut after its end-of-turn token.
+        """One sampled turn after each token prefix, cut after its end-of-turn token.
 
         A group's moves share their prefix: each distinct prefix is encoded once, and its KV cache
-        is repeated for its rows before decoding (the prefill is most of a turn's compute)."""
+        is repeated for its rows before sampling (the prefill is most of a turn's compute)."""
         import torch
 
-        g = self.cfg.num_generations
-        beam = self.cfg.moves_decode == "beam"
-        if beam:  # a group's prefix once, the cache already one row per beam
-            uniq = prefixes[::g]
-            rows = torch.arange(len(uniq), device=model.device).repeat_interleave(g)
-        else:
-            starts = [i == 0 or p != prefixes[i - 1] for i, p in enumerate(prefixes)]
-            rows = torch.as_tensor(np.cumsum(starts) - 1, device=model.device)
-            uniq = [p for p, start in zip(prefixes, starts) if start]
+        starts = [i == 0 or p != prefixes[i - 1] for i, p in enumerate(prefixes)]
+        rows = torch.as_tensor(np.cumsum(starts) - 1, device=model.device)
+        uniq = [p for p, start in zip(prefixes, starts) if start]
         seqs, attn = left_pad(uniq, self.tok.pad_token_id, model.device)
         with eval_mode(model), torch.no_grad():
             cache = prefill_for_rows(model, seqs[:, :-1], attn[:, :-1], rows)
-            if beam:
-                decode = {"do_sample": False, "num_beams": g, "num_return_sequences": g}
-            else:
-                seqs, attn = seqs[rows], attn[rows]
-                decode = {"do_sample": True, "temperature": self.cfg.temperature, "top_k": 0}
+            seqs, attn = seqs[rows], attn[rows]
             out = model.generate(
                 input_ids=seqs,
                 attention_mask=attn,
                 **{cache_argument(): cache},
-                **decode,
+                do_sample=True,
+                temperature=self.cfg.temperature,
+                top_k=0,
                 top_p=1.0,
                 max_new_tokens=self.cfg.max_turn_tokens,
                 pad_token_id=self.tok.pad_token_id,
