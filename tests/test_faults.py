@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from wordle_rl.data.sft_games import SftConfig, generate_sft
 from wordle_rl.data.splits import make_splits
 from wordle_rl.engine.storage import stale_temps, write_atomic
 from wordle_rl.pipeline.config import load_config
+from wordle_rl.pipeline.machine import run_apart
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -42,6 +44,39 @@ def test_the_quick_job_killed_in_four_stages_resumes_to_a_whole_run(tmp_path):
     assert job["kills"] == 4 and job["starts"] == 5 and job["exit"] == 0
     assert report["kills_by_stage"] == {"sft": 1, "grpo": 1, "eval": 1, "report": 1}
     assert job["problems"] == [] and report["ok"]
+
+
+def test_a_training_stage_process_that_dies_is_one_error_and_dies_with_its_pipeline():
+    """A pipeline training stage runs in a process of its own: one that dies without a word is a
+    RuntimeError naming its exit code, and one whose pipeline is killed is killed with it."""
+    with pytest.raises(RuntimeError, match="the sft process ended with exit code 3 before it"):
+        run_apart(os._exit, 3, name="sft")
+    code = "import time, wordle_rl.pipeline.machine as m\nm.run_apart(time.sleep, 300)"
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+    pids: list[str] = []
+    for _ in range(300):  # the stage's process, and multiprocessing's resource tracker
+        pids = children.read_text().split()
+        if len(pids) == 2:
+            break
+        time.sleep(0.1)
+    assert len(pids) == 2
+    parent.kill()
+    parent.wait()
+    for _ in range(100):
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert alive == []
+
+
+def _state(pid: str) -> str:
+    """A process's state letter (Z: a zombie, already dead), or "Z" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "Z"
 
 
 def test_a_write_killed_before_its_rename_leaves_nothing_once_the_file_is_written_again(tmp_path):

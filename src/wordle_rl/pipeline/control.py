@@ -45,10 +45,11 @@ def control_config(runner, grpo_seconds: float | None = None):
 
 def run_control(runner) -> dict:
     """Train the control (resuming a killed one from its last checkpoint); the marker's extras."""
-    from wordle_rl.training.sft import run_sft
+    from wordle_rl.pipeline.machine import run_apart
+    from wordle_rl.pipeline.runner import train_sft
 
     if not runner.cfg.control.enabled:
         return {"skipped": True}
     cfg = control_config(runner)
-    run_sft(cfg, resume=runner._resume(runner.paths["control"]))
+    run_apart(train_sft, cfg, runner._resume(runner.paths["control"]), name="control")
     return {"time_budget_minutes": cfg.time_budget_minutes}

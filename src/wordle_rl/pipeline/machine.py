@@ -1,5 +1,6 @@
 """What a run records about the machine it ran on: peak memory, the accelerator, and the versions of
-its stack; and the memory a finished stage leaves to the next.
+its stack; and the memory a finished stage leaves to the next (a training stage runs in a process of
+its own, :func:`run_apart`).
 
     >>> sorted(versions())[:2]
     ['accelerate', 'datasets']
@@ -13,7 +14,7 @@ import gc
 import platform
 import resource
 
-__all__ = ["peak_rss_gib", "peak_gpu_gib", "versions", "release_memory", "rss_gib"]
+__all__ = ["peak_rss_gib", "peak_gpu_gib", "versions", "release_memory", "rss_gib", "run_apart"]
 
 
 def peak_rss_gib() -> float:
@@ -49,6 +50,69 @@ def release_memory() -> bool:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def _child(conn, parent: int, target, args) -> None:
+    """The body of :func:`run_apart`'s process: ``target(*args)``, then what it raised (or None),
+    with its traceback, sent back to the parent. It is killed when the parent dies (Linux), so a
+    killed pipeline leaves no stage training on."""
+    import os
+    import signal
+    import traceback
+
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "prctl"):
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before that took hold
+        os._exit(1)
+    try:
+        target(*args)
+    except BaseException as error:  # sent to the parent, which raises it
+        conn.send((error, traceback.format_exc()))
+    else:
+        conn.send((None, ""))
+    finally:
+        conn.close()
+
+
+def run_apart(target, *args, name: str = "stage") -> None:
+    """Run ``target(*args)`` (a module-level function, picklable arguments) in a fresh Python
+    process and wait for it. A training stage's heap, autograd buffers and thread pools end with
+    its process, where in this one glibc would keep the pages: the next stage starts small, and
+    the run's peak is its largest stage's. What ``target`` raised is raised here, with its
+    traceback as a note; a process that dies without a word (killed, out of memory) raises a
+    RuntimeError that says so.
+
+    >>> try:
+    ...     run_apart(divmod, 7, 0, name="demo")
+    ... except ZeroDivisionError as error:
+    ...     print(error.__notes__[0].splitlines()[0])
+    raised in the demo process:
+    """
+    import multiprocessing
+    import os
+
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(there, os.getpid(), target, args), name=name)
+    proc.start()
+    there.close()
+    try:
+        outcome = here.recv() if here.poll(None) else None
+    except EOFError:  # the process ended before it could say how
+        outcome = None
+    finally:
+        proc.join()
+    if outcome is None:
+        raise RuntimeError(
+            f"the {name} process ended with exit code {proc.exitcode} before it finished (killed, "
+            f"or out of memory); run the same command again to resume from its last checkpoint"
+        )
+    error, trace = outcome
+    if error is not None:
+        error.add_note(f"raised in the {name} process:\n{trace}")
+        raise error
 
 
 def peak_gpu_gib() -> float | None:

@@ -24,9 +24,15 @@ from pathlib import Path
 
 from wordle_rl.engine.storage import write_atomic
 from wordle_rl.pipeline.config import ConfigError, PipelineConfig, check_same_run
-from wordle_rl.pipeline.machine import peak_gpu_gib, peak_rss_gib, release_memory, versions
+from wordle_rl.pipeline.machine import (
+    peak_gpu_gib,
+    peak_rss_gib,
+    release_memory,
+    run_apart,
+    versions,
+)
 
-__all__ = ["run_pipeline", "Runner", "STAGES"]
+__all__ = ["run_pipeline", "Runner", "STAGES", "train_sft", "train_grpo"]
 
 
 STAGES = tuple("words baselines model data sft grpo control select eval report".split())
@@ -168,11 +174,9 @@ class Runner:
         return last_checkpoint(path) is not None
 
     def stage_sft(self):
-        from wordle_rl.training.sft import run_sft
-
         if not self.cfg.sft.enabled:
             return {"skipped": True}
-        run_sft(self.sft_config(), resume=self._resume(self.paths["sft"]))
+        run_apart(train_sft, self.sft_config(), self._resume(self.paths["sft"]), name="sft")
 
     def sft_config(self, **override):
         """The SFT stage's ``WordleSFTConfig``: this run's paths, seed and threads, then the ``sft``
@@ -194,13 +198,9 @@ class Runner:
         import os
 
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        from wordle_rl.evaluation.val_callback import val_callbacks
-        from wordle_rl.training.grpo import run_grpo
-
         if not self.cfg.grpo.enabled:
             return {"skipped": True}
-        cfg = self.grpo_config()
-        run_grpo(cfg, resume=self._resume(self.paths["grpo"]), callbacks=val_callbacks(cfg))
+        run_apart(train_grpo, self.grpo_config(), self._resume(self.paths["grpo"]), name="grpo")
 
     def grpo_config(self):
         """The GRPO stage's ``WordleGRPOConfig``: this run's paths, seed, threads and prompt style,
@@ -357,6 +357,21 @@ class Runner:
         path = write_report(self)
         self.console.print(f"report -> {path}")
         return {"report": str(path)}
+
+
+def train_sft(cfg, resume: bool) -> None:
+    """The SFT stage's (and the control's) training, in a process of its own (:func:`run_apart`)."""
+    from wordle_rl.training.sft import run_sft
+
+    run_sft(cfg, resume=resume)
+
+
+def train_grpo(cfg, resume: bool) -> None:
+    """The GRPO stage's training with its val checks, in a process of its own."""
+    from wordle_rl.evaluation.val_callback import val_callbacks
+    from wordle_rl.training.grpo import run_grpo
+
+    run_grpo(cfg, resume=resume, callbacks=val_callbacks(cfg))
 
 
 def run_pipeline(cfg: PipelineConfig, out: str | Path, console, until: str = "report") -> Path:
