@@ -14,12 +14,7 @@ from wordle_rl.environment.rewards import as_history
 from wordle_rl.evaluation.audit import TrainingIndex, state_key
 from wordle_rl.models.embedded import load_model
 from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
-from wordle_rl.training.move_rollout import (
-    RECALL_STATES_DIR,
-    MoveRollout,
-    decision_prefixes,
-    spread_first,
-)
+from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
 from wordle_rl.training.rollout import ROW_KEY
 
 
@@ -188,6 +183,12 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
+
+
+
+
+
+
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
 def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
     """credit="expected": the batch carries each move's allowed letters (from the same letter sets
@@ -319,62 +320,6 @@ def test_recall_states_are_drawn_from_every_game_played(trained_micro):
         assert second[0] == 1 and second[3] == fits[0][second[1]] > 1  # its own game's draw
     with pytest.raises(ValueError, match="moves_games must be >= 1, and above 1 only"):
         WordleGRPOConfig(output_dir="unused", moves_states="any", moves_games=2)
-
-
-def test_missed_states_are_where_the_policys_own_move_did_not_fit(trained_micro):
-    """With moves_states="missed" the groups' states are drawn among every decision of the round's
-    games where some answer word fits but the policy's own move did not (a refused move
-    included); groups beyond that pool take a game's own draw."""
-    root, model_path = trained_micro
-    _, tok = load_model(str(model_path), threads=1)
-    ro = MoveRollout(_cfg(root, moves_states="missed", moves_games=2), [], tok)
-    moves = [(w, pattern_to_str(score(w, "dopey"))) for w in ("crane", "dowel")]
-    game = {
-        "prompt_ids": [5],
-        "completion_ids": [1, 9, 2, 9, 3, 9, 4],
-        "env_mask": [1, 0, 1, 0, 1, 0, 1],
-        "moves": moves + [(None, None), ("dopey", "GGGGG")],  # both fit; refused; the answer
-    }
-    doxed = _doxed()  # every move of it misses while a word fits: decisions 0-4
-    fits = [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(doxed, {})]
-    assert [f > 0 for f in fits] == [True] * 5 + [False]
-    for _ in range(20):
-        picks = ro.draw_states([game, game], [{}, {}], 2)
-        assert sorted((i, k) for i, k, *_ in picks) == [(0, 2), (1, 2)]
-        picks = ro.draw_states([game, doxed], [{}, {}], 6)
-        assert sorted((i, k) for i, k, *_ in picks) == [(0, 2)] + [(1, k) for k in range(5)]
-    first, *rest = ro.draw_states([game], [{}], 3)  # a pool of one, then the game's own draws
-    assert first[:2] == (0, 2) and all(p[0] == 0 and p[3] > 0 for p in rest)
-    with pytest.raises(ValueError, match="moves_oversample must be >= 1, and above 1 only"):
-        WordleGRPOConfig(output_dir="unused", moves_states="any", moves_oversample=2)
-
-
-def test_oversampled_groups_with_spread_are_trained_on_first(trained_micro, as_trainer):
-    """With moves_oversample 3 a step samples moves at three candidate states a group and trains
-    on the groups :func:`spread_first` keeps: those whose moves differ in score first."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    rows = load_rl_rows(root / "rl")
-    ro = MoveRollout(_cfg(root, moves_states="missed", moves_oversample=3), rows, tok)
-    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1) for _ in "abcd"]
-    sample, drawn = ro._sample_moves, []
-    ro._sample_moves = lambda m, prefixes: drawn.append(sample(m, prefixes)) or drawn[-1]
-    torch.manual_seed(0)
-    ro._states, _ = ro._round(model, [0, 1])
-    candidates = list(ro._states)
-    assert len(candidates) == 6
-    out = ro(prompts, as_trainer(model))
-    (moves,) = drawn
-    assert len(moves) == 24 and len(out["completion_ids"]) == 8
-    fits = [
-        ro._score(x, candidates[i // 4][0][candidates[i // 4][1]][1])[0]
-        for i, x in enumerate(moves)
-    ]
-    keep = spread_first(fits, 4, 2)
-    assert out["completion_ids"] == [moves[4 * j + i] for j in keep for i in range(4)]
-    assert out["move_fits"] == [fits[4 * j + i] for j in keep for i in range(4)]
-    share = sum(max(fits[j : j + 4]) > min(fits[j : j + 4]) for j in range(0, 24, 4)) / 6
-    assert ro.last_stats["wordle/candidate_spread_share"] == share
 
 
 def test_a_held_out_recall_state_is_never_drawn(trained_micro, tmp_path):

@@ -19,18 +19,10 @@ from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
 from wordle_rl.training.precision import PrecisionFields, resolve_precision
 
-__all__ = [
-    "WordleGRPOConfig",
-    "vllm_missing",
-    "ROLLOUTS",
-    "MOVES_STATES",
-    "POOLED_STATES",
-    "CREDITS",
-]
+__all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
-MOVES_STATES = ("any", "endgame", "recall", "missed")
-POOLED_STATES = ("recall", "missed")  # drawn from every game of a round
+MOVES_STATES = ("any", "endgame", "recall")
 CREDITS = ("move", "expected", "expected-log")
 
 
@@ -170,24 +162,15 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
         metadata={
             "help": "moves: the states groups are drawn among: any (those where some answer word "
             "still fits), endgame (those where exactly one does, where the game has one; else "
-            "as any), recall (those where exactly one does, pooled over all moves_games games "
-            "of the step; a group without one as endgame) or missed (those where some answer "
-            "word fits but the policy's greedy move did not, pooled the same way)."
+            "as any) or recall (those where exactly one does, pooled over all moves_games games "
+            "of the step; a group without one as endgame)."
         },
     )
     moves_games: int | None = field(
         default=None,
         metadata={
             "help": "moves: games the policy plays per group, on its own row and on rows drawn at "
-            "random (more than 1 needs moves_states recall or missed; None: 3 with recall, "
-            "else 1)."
-        },
-    )
-    moves_oversample: int = field(
-        default=1,
-        metadata={
-            "help": "moves: candidate states sampled per group (recall or missed states): the "
-            "groups whose moves differ in reward are trained on first, so fewer teach nothing."
+            "random (more than 1 needs moves_states recall; None: 3 with recall, else 1)."
         },
     )
     moves_reuse: int = field(
@@ -252,17 +235,10 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             self.moves_games = 3 if self.moves_states == "recall" else 1
         if self.credit is None:
             self.credit = "expected-log" if self.rollout == "moves" else "move"
-        pooled = self.moves_states in POOLED_STATES
-        if self.moves_games < 1 or (self.moves_games > 1 and not pooled):
+        if self.moves_games < 1 or (self.moves_games > 1 and self.moves_states != "recall"):
             raise ValueError(
-                f"moves_games must be >= 1, and above 1 only with moves_states recall or missed "
-                f"(the pool its groups are drawn from), got {self.moves_games} with "
-                f"{self.moves_states!r}"
-            )
-        if self.moves_oversample < 1 or (self.moves_oversample > 1 and not pooled):
-            raise ValueError(
-                f"moves_oversample must be >= 1, and above 1 only with moves_states recall or "
-                f"missed, got {self.moves_oversample} with {self.moves_states!r}"
+                f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
+                f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")

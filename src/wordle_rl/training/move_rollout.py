@@ -16,11 +16,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-   with ``moves_states="missed"`` among every decision where some answer word fits but the
-   policy's own greedy move did not, the decisions that lose held-out games;
-3. ``num_generations`` moves are sampled there, one turn each (with ``moves_oversample`` k, at k
-   candidate states a group, and the groups whose moves differ in score are trained on first:
-   a group whose moves all score alike has no advantage and teaches nothing);
+3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the
    feedback rules out).
@@ -53,15 +49,13 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import cache_argument, eval_mode
-from wordle_rl.training.grpo_config import POOLED_STATES
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
-from wordle_rl.training.move_states import decision_prefixes, spread_first
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.shared_prompt import prefill_for_rows
 
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
 
-__all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "spread_first", "RECALL_STATES_DIR"]
+__all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
 
 RECALL_STATES_DIR = "rl_recall_states"  # under the run's output_dir: what the RL term taught
 
@@ -78,6 +72,30 @@ def fits_reward(completions, move_fits=None, **kwargs) -> list[float]:
     if len(move_fits) != len(completions):
         raise ValueError(f"{len(completions)} completions but {len(move_fits)} scores")
     return [float(x) for x in move_fits]
+
+
+def decision_prefixes(game: dict, row: dict) -> list[tuple[list[int], list]]:
+    """``(token ids, scored history)`` before each move of a played game: the conversation up to
+    the move (refused moves and their replies included) and the ``[guess, pattern]`` turns that
+    were scored before it (the row's own history first).
+
+    >>> game = {"prompt_ids": [7, 8], "completion_ids": [1, 2, 9, 3, 4],
+    ...         "env_mask": [1, 1, 0, 1, 1], "moves": [("could", "XYXXX"), ("mount", "GGGGG")]}
+    >>> decision_prefixes(game, {"history": [["raise", "XXXXX"]]})
+    [([7, 8], [['raise', 'XXXXX']]), ([7, 8, 1, 2, 9], [['raise', 'XXXXX'], ['could', 'XYXXX']])]
+    """
+    mask, ids = game["env_mask"], game["prompt_ids"] + game["completion_ids"]
+    n = len(game["prompt_ids"])
+    starts = [n + i for i, m in enumerate(mask) if m == 1 and (i == 0 or mask[i - 1] == 0)]
+    if len(starts) != len(game["moves"]):
+        raise ValueError(f"{len(starts)} model turns in the tokens but {len(game['moves'])} moves")
+    history = [list(t) for t in row.get("history") or []]
+    out = []
+    for start, (guess, pattern) in zip(starts, game["moves"]):
+        out.append((ids[:start], [list(t) for t in history]))
+        if guess is not None and pattern is not None:
+            history.append([guess, pattern])
+    return out
 
 
 class MoveRollout(WordleRollout):
@@ -218,36 +236,23 @@ class MoveRollout(WordleRollout):
         k = self._draw(counts)
         return k, decisions, counts[k]
 
-    def _pool(self, game: dict, decisions: list, counts: list[int]) -> list[int]:
-        """The decisions of ``game`` a pooled ``moves_states`` draws from: where exactly one answer
-        word fits (recall), or where some does but the game's own move does not (missed)."""
-        if self.cfg.moves_states == "recall":
-            return [k for k, c in enumerate(counts) if c == 1]
-        words = self.ctx.words
-        return [
-            k
-            for k, c in enumerate(counts)
-            if c > 0 and not move_fits(game["moves"][k][0], decisions[k][1], words)
-        ]
-
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
         """``n`` group states ``(game index, k, decisions, fitting)``. Game ``i < n`` is group
-        ``i``'s own game, drawn from by :meth:`draw_state`; with ``moves_states`` recall or missed
-        the states are drawn without replacement among every decision of every game in
-        :meth:`_pool` (for recall, a state where the policy must write the one fitting word), and
-        a group left without one takes a game's own :meth:`_draw` (game ``i`` modulo their
-        number)."""
-        if self.cfg.moves_states not in POOLED_STATES:
+        ``i``'s own game, drawn from by :meth:`draw_state`; with ``moves_states="recall"`` the
+        states are drawn without replacement among every decision of every game where exactly one
+        answer word fits (a recall state: the policy must write that word), and a group left
+        without one takes its own game's :meth:`_draw`."""
+        if self.cfg.moves_states != "recall":
             return [(i, *self.draw_state(games[i], rows[i])) for i in range(n)]
         counted = [self._fit_counts(game, row) for game, row in zip(games, rows)]
-        pool = [(i, k) for i, (g, c) in enumerate(zip(games, counted)) for k in self._pool(g, *c)]
-        self.last_stats["wordle/state_pool"] = len(pool) / n
+        pool = [(i, k) for i, (_, c) in enumerate(counted) for k in range(len(c)) if c[k] == 1]
+        self.last_stats["wordle/recall_pool"] = len(pool) / n
         take = self.rng.choice(len(pool), size=min(n, len(pool)), replace=False) if pool else []
-        out = [(i, k, counted[i][0], counted[i][1][k]) for i, k in (pool[j] for j in take)]
+        out = [(i, k, counted[i][0], 1) for i, k in (pool[j] for j in take)]
         for i in range(len(out), n):
-            decisions, counts = counted[i % len(counted)]
+            decisions, counts = counted[i]
             k = self._draw(counts)
-            out.append((i % len(counted), k, decisions, counts[k]))
+            out.append((i, k, decisions, counts[k]))
         return out
 
     def record_recall(self, histories: list, output_dir: str | Path) -> int:
@@ -287,9 +292,7 @@ class MoveRollout(WordleRollout):
         extra = n * self.cfg.moves_games - len(group_rows)
         played = group_rows + [int(self.rng.integers(len(self.rows))) for _ in range(extra)]
         games = self.play(model, played, sample_turns=0)
-        picks = self.draw_states(
-            games, [self.rows[r] for r in played], n * self.cfg.moves_oversample
-        )
+        picks = self.draw_states(games, [self.rows[r] for r in played], n)
         states = [
             (decisions, k, fitting, any(e is not None for e in games[i]["errors"][:k]), played[i])
             for i, k, decisions, fitting in picks
@@ -307,32 +310,23 @@ class MoveRollout(WordleRollout):
             # a resumed run starts a new round: the states are not in a checkpoint
             self._states, round_stats = self._round(model, group_rows)
             self.last_stats.update(round_stats)
-        n, m = len(group_rows), len(group_rows) * self.cfg.moves_oversample
-        picks, self._states = self._states[:m], self._states[m:]
+        picks, self._states = self._states[: len(group_rows)], self._states[len(group_rows) :]
         t_play = time.perf_counter()
         states = [decisions[k] for decisions, k, *_ in picks]
-        prefixes = [ids for ids, _ in states for _ in range(g)]
-        moves = self._sample_moves(model, prefixes)
-        t_sample = time.perf_counter()
-        # a held-out recall state, drawn only when its game has no other, teaches nothing
-        held = [fitting == HELD_OUT for _, _, fitting, *_ in picks for _ in range(g)]
-        scored = [self._score(x, states[i // g][1]) for i, x in enumerate(moves)]
-        fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
-        spread = [np.ptp(fits[j : j + g]) for j in range(0, len(fits), g)]
-        self.last_stats["wordle/candidate_spread_share"] = float(np.mean([x > 0 for x in spread]))
-        keep = spread_first(fits, g, n)
-        picks, states, spread = ([x[j] for j in keep] for x in (picks, states, spread))
-        rows = [j * g + i for j in keep for i in range(g)]
-        moves, scored, fits, held, prefixes = (
-            [x[i] for i in rows] for x in (moves, scored, fits, held, prefixes)
-        )
         n_fit = [fitting for _, _, fitting, *_ in picks]
+        # a held-out recall state, drawn only when its game has no other, teaches nothing
+        held = [fitting == HELD_OUT for fitting in n_fit for _ in range(g)]
         refused = [r for *_, r, _ in picks]
         group_rows = [row for *_, row in picks]
-        self.record_recall(
-            [h for (_, h), c in zip(states, n_fit) if c != HELD_OUT], trainer.args.output_dir
-        )
+        taught = [h for (_, h), n in zip(states, n_fit) if n != HELD_OUT]
+        self.record_recall(taught, trainer.args.output_dir)
+        prefixes = [ids for ids, _ in states for _ in range(g)]
         t_states = time.perf_counter()
+        moves = self._sample_moves(model, prefixes)
+        t_sample = time.perf_counter()
+        scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
+        fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
+        spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
         self.last_sets = None
         histories = [states[i // g][1] for i in range(len(moves))]
         if self.cfg.credit.startswith("expected"):
@@ -355,10 +349,10 @@ class MoveRollout(WordleRollout):
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
                 # where a rollout's time goes: a round of greedy games and its states (0 on a
-                # step that reuses a round), the samples, choosing and recording the taught states
+                # step that reuses a round), recording the taught states, the samples
                 "wordle/play_s": t_play - t0,
-                "wordle/sample_s": t_sample - t_play,
-                "wordle/states_s": t_states - t_sample,
+                "wordle/states_s": t_states - t_play,
+                "wordle/sample_s": t_sample - t_states,
                 "wordle/rollout_s": time.perf_counter() - t0,
             }
         )
