@@ -346,31 +346,3 @@ def test_ranked_teacher_games_follow_the_ranking_file(splits, words, tmp_path):
     missing = SftConfig(games=2, solver_mix="ranked:1", ranking=str(tmp_path / "none.txt"))
     with pytest.raises(DataError, match="cannot read the ranking file .*none.txt"):
         generate_sft(splits, missing, words)
-
-
-def test_rl_only_answers_are_never_an_sft_target_and_are_the_rl_rows_own(words, tmp_path):
-    """With rl_only_answers n the SFT games never target n train answers drawn with the seed, and
-    the RL rows that are not outside words target only those: the policy's RL games are on
-    answers it was never taught. The pipeline refuses RL rows that name other ones."""
-    from rich.console import Console
-
-    from wordle_rl.data.splits import rl_only_answers
-    from wordle_rl.pipeline.config import ConfigError, load_config
-    from wordle_rl.pipeline.data_stage import data_configs
-    from wordle_rl.pipeline.runner import Runner
-
-    sp = make_splits(words, seed=0)
-    kept = set(rl_only_answers(sp, 40, seed=3))
-    assert len(kept) == 40 and kept <= set(sp.train)
-    assert kept != set(rl_only_answers(sp, 40, seed=4))
-    cfg = SftConfig(games=300, seed=3, rl_only_answers=40, recall_share=0.0, solver_mix="entropy:1")
-    targets = {r["answer"] for r in generate_sft(sp, cfg, words)}
-    assert len(targets) == 300 and not targets & kept
-    rl = generate_rl(sp, RlConfig(rows=60, seed=3, rl_only_answers=40, wide_share=0.0), words)
-    assert {r["answer"] for r in rl} == kept and {r["split"] for r in rl} == {"train"}
-    with pytest.raises(DataError, match="rl_only_answers must be from 0 to 1850"):
-        rl_only_answers(sp, len(sp.train), seed=0)
-    run = load_config("quick")
-    run.data.sft, run.data.rl = {"rl_only_answers": 40}, {"rl_only_answers": 30}
-    with pytest.raises(ConfigError, match=r"rl_only_answers \(30\) must be 0 or data.sft.s"):
-        data_configs(Runner(run, tmp_path, Console(file=None)))

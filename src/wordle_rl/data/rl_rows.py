@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 
 from wordle_rl.data.files import DataError, check_weights, parse_pairs
-from wordle_rl.data.splits import Splits, rl_only_answers
+from wordle_rl.data.splits import Splits
 from wordle_rl.data.traces import outside_targets
 from wordle_rl.engine.game import pattern_to_str, score
 from wordle_rl.engine.solvers import EntropySolver
@@ -59,14 +59,6 @@ class RlConfig:
     )
     think: bool = field(default=False, metadata={"help": "Style expects <think>."})
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
-    rl_only_answers: int = field(
-        default=0,
-        metadata={
-            "help": "Draw the targets that are not outside words among the n train answers the "
-            "SFT games leave out (data sft's rl_only_answers, with the same seed): games on "
-            "answers never taught, as val and test answers are (0: among every train answer)."
-        },
-    )
 
     def __post_init__(self) -> None:
         parse_depth_mix(self.depth_mix)  # a bad mix is refused when the config is made
@@ -93,9 +85,9 @@ def generate_rl(
     the answer list) and 0-4 earlier turns (never already solved)."""
     cfg = config or RlConfig()
     words = words or load_word_lists()
-    if not splits.train:
+    answers = splits.train
+    if not answers:
         raise DataError("the train split is empty")
-    answers = rl_only_answers(splits, cfg.rl_only_answers, cfg.seed) or splits.train
     mix = parse_depth_mix(cfg.depth_mix)
     style = PromptStyle(cfg.style, think=cfg.think, max_turns=cfg.max_turns, length=words.length)
     entropy = EntropySolver(words)

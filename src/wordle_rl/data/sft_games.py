@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
 from wordle_rl.data.recall import recall_games
-from wordle_rl.data.splits import Splits, check_protocol, rl_only_answers
+from wordle_rl.data.splits import Splits, check_protocol
 from wordle_rl.data.traces import play_traced, strong_openers
 from wordle_rl.engine.game import pattern_to_str
 from wordle_rl.engine.solvers import SOLVERS, EntropySolver, make_solver
@@ -104,13 +104,6 @@ class SftConfig:
         },
     )
     max_turns: int = field(default=6, metadata={"help": "Guesses per game."})
-    rl_only_answers: int = field(
-        default=0,
-        metadata={
-            "help": "Train answers that are never a target here, kept for the RL rows (data rl's "
-            "rl_only_answers, with the same seed, draws the same ones)."
-        },
-    )
 
     def __post_init__(self) -> None:
         parse_solver_mix(self.solver_mix)  # a bad mix is refused when the config is made
@@ -168,10 +161,9 @@ def generate_sft(
         for name in mix
     }
     openers = strong_openers(entropy, cfg.n_openers)
-    if not splits.train:
+    train = list(splits.train)
+    if not train:
         raise DataError("the train split is empty")
-    kept = set(rl_only_answers(splits, cfg.rl_only_answers, cfg.seed))
-    train = [a for a in splits.train if a not in kept]
     rows = []
     names, weights = list(mix), list(mix.values())
     n_recall = round(cfg.games * cfg.recall_share)

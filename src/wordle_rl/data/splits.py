@@ -21,7 +21,6 @@ from wordle_rl.engine.storage import write_atomic
 from wordle_rl.engine.words import WordList, load_word_lists
 
 __all__ = [
-    "rl_only_answers",
     "SPLIT_NAMES",
     "PROTOCOLS",
     "Splits",
@@ -122,24 +121,6 @@ def held_out_answers(path: str | Path | None, words: WordList | None = None) -> 
     if not path or not Path(path).is_file():
         return set()
     return Splits.load(path, words).held_out()
-
-
-def rl_only_answers(splits: Splits, n: int, seed: int) -> list[str]:
-    """The ``n`` train answers kept for the RL rows alone, sorted: drawn with ``seed``, never the
-    target of SFT games made with the same ``n`` and seed (``SftConfig.rl_only_answers``), so that
-    the policy's RL games on them are games on answers it was never taught, as val and test
-    answers are.
-
-    >>> sp = Splits(0, (0.6, 0.2, 0.2), ["crane", "slate", "pious"], ["adieu"], ["tiger"])
-    >>> rl_only_answers(sp, 2, seed=0) == rl_only_answers(sp, 2, seed=0), rl_only_answers(sp, 0, 0)
-    (True, [])
-    """
-    if not 0 <= n < len(splits.train):
-        raise DataError(
-            f"rl_only_answers must be from 0 to {len(splits.train) - 1} (the train split has "
-            f"{len(splits.train)} answers and the SFT games need one), got {n}"
-        )
-    return sorted(random.Random(f"rl-only:{seed}").sample(sorted(splits.train), n))
 
 
 def make_splits(

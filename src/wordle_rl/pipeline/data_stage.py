@@ -17,19 +17,13 @@ def data_configs(runner):
     the config classes' defaults, with this run's seed and prompt style, and the ranking file."""
     from wordle_rl.data.rl_rows import RlConfig
     from wordle_rl.data.sft_games import SftConfig, parse_solver_mix
-    from wordle_rl.pipeline.config import ConfigError
 
     d = runner.cfg.data
     run = {"seed": runner.cfg.seed, "style": d.style, "think": d.think}
-    sft, rl = SftConfig(**run, **d.sft), RlConfig(**run, **d.rl)
+    sft = SftConfig(**run, **d.sft)
     if "ranked" in parse_solver_mix(sft.solver_mix) and sft.ranking is None:
         sft.ranking = str(runner.paths["ranking"])
-    if rl.rl_only_answers not in (0, sft.rl_only_answers):
-        raise ConfigError(
-            f"data.rl.rl_only_answers ({rl.rl_only_answers}) must be 0 or data.sft's "
-            f"({sft.rl_only_answers}): the RL rows' own answers are those the SFT games leave out"
-        )
-    return sft, rl
+    return sft, RlConfig(**run, **d.rl)
 
 
 def run_data(runner) -> dict:
