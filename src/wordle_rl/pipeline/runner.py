@@ -12,7 +12,8 @@ grpo, control (when enabled: more SFT for as long as GRPO took, the RL term's co
 eval (free and consistent decoding on the test and val splits, audited against the run's own
 training data), report. The settings are :mod:`wordle_rl.pipeline.config`. Each stage writes its
 outputs and a marker; a rerun skips finished stages and resumes a killed training stage from its
-last checkpoint.
+last checkpoint. The training stages (sft, grpo, control) each run in a process of their own
+(:func:`wordle_rl.pipeline.machine.run_apart`): the heap one leaves is not the next one's.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Runner:
             self.console.rule(f"[bold]{stage}")
             t0 = time.perf_counter()
             extra = getattr(self, f"stage_{stage}")() or {}
-            release_memory()  # the next stage starts from a small process
+            release_memory()  # what an in-process stage (eval, data) freed goes back to the system
             self.mark(stage, time.perf_counter() - t0, extra)
             self.console.print(f"[green]✓ {stage}[/] in {time.perf_counter() - t0:.1f} s")
 
