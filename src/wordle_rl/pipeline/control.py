@@ -46,7 +46,7 @@ def control_config(runner, grpo_seconds: float | None = None):
 def run_control(runner) -> dict:
     """Train the control (resuming a killed one from its last checkpoint); the marker's extras."""
     from wordle_rl.pipeline.machine import run_apart
-    from wordle_rl.pipeline.runner import train_sft
+    from wordle_rl.pipeline.training import train_sft
 
     if not runner.cfg.control.enabled:
         return {"skipped": True}

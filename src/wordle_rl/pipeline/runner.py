@@ -32,8 +32,9 @@ from wordle_rl.pipeline.machine import (
     run_apart,
     versions,
 )
+from wordle_rl.pipeline.training import train_grpo, train_sft
 
-__all__ = ["run_pipeline", "Runner", "STAGES", "train_sft", "train_grpo"]
+__all__ = ["run_pipeline", "Runner", "STAGES"]
 
 
 STAGES = tuple("words baselines model data sft grpo control select eval report".split())
@@ -358,21 +359,6 @@ class Runner:
         path = write_report(self)
         self.console.print(f"report -> {path}")
         return {"report": str(path)}
-
-
-def train_sft(cfg, resume: bool) -> None:
-    """The SFT stage's (and the control's) training, in a process of its own (:func:`run_apart`)."""
-    from wordle_rl.training.sft import run_sft
-
-    run_sft(cfg, resume=resume)
-
-
-def train_grpo(cfg, resume: bool) -> None:
-    """The GRPO stage's training with its val checks, in a process of its own."""
-    from wordle_rl.evaluation.val_callback import val_callbacks
-    from wordle_rl.training.grpo import run_grpo
-
-    run_grpo(cfg, resume=resume, callbacks=val_callbacks(cfg))
 
 
 def run_pipeline(cfg: PipelineConfig, out: str | Path, console, until: str = "report") -> Path:
