@@ -46,11 +46,22 @@ def test_the_quick_job_killed_in_four_stages_resumes_to_a_whole_run(tmp_path):
     assert job["problems"] == [] and report["ok"]
 
 
+class _TwoPartError(Exception):
+    def __init__(self, what, where):
+        super().__init__(f"{what} at {where}")
+
+
+def _raise_two_part_error():
+    raise _TwoPartError("a broken thing", "step 3")
+
+
 def test_a_training_stage_process_that_dies_is_one_error_and_dies_with_its_pipeline():
     """A pipeline training stage runs in a process of its own: one that dies without a word is a
     RuntimeError naming its exit code, and one whose pipeline is killed is killed with it."""
     with pytest.raises(RuntimeError, match="the sft process ended with exit code 3 before it"):
         run_apart(os._exit, 3, name="sft")
+    with pytest.raises(RuntimeError, match="_TwoPartError: a broken thing at step 3"):
+        run_apart(_raise_two_part_error, name="sft")  # an error that cannot be unpickled
     code = "import time, wordle_rl.pipeline.machine as m\nm.run_apart(time.sleep, 300)"
     parent = subprocess.Popen([sys.executable, "-c", code])
     children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")

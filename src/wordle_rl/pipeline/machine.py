@@ -57,6 +57,7 @@ def _child(conn, parent: int, target, args) -> None:
     with its traceback, sent back to the parent. It is killed when the parent dies (Linux), so a
     killed pipeline leaves no stage training on."""
     import os
+    import pickle
     import signal
     import traceback
 
@@ -69,6 +70,10 @@ def _child(conn, parent: int, target, args) -> None:
     try:
         target(*args)
     except BaseException as error:  # sent to the parent, which raises it
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:  # one that cannot cross to the parent crosses as its text
+            error = RuntimeError(f"{type(error).__name__}: {error}")
         conn.send((error, traceback.format_exc()))
     else:
         conn.send((None, ""))
