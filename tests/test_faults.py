@@ -5,6 +5,7 @@ version. Each ends in one clear line and leaves nothing half-written."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -57,29 +58,38 @@ def _raise_two_part_error():
 
 def test_a_training_stage_process_that_dies_is_one_error_and_dies_with_its_pipeline():
     """A pipeline training stage runs in a process of its own: one that dies without a word is a
-    RuntimeError naming its exit code, and one whose pipeline is killed is killed with it."""
+    RuntimeError naming its exit code, and one whose pipeline is killed or interrupted stops with
+    it."""
     with pytest.raises(RuntimeError, match="the sft process ended with exit code 3 before it"):
         run_apart(os._exit, 3, name="sft")
     with pytest.raises(RuntimeError, match="_TwoPartError: a broken thing at step 3"):
         run_apart(_raise_two_part_error, name="sft")  # an error that cannot be unpickled
+    for how in (signal.SIGKILL, signal.SIGINT):  # killed, or interrupted alone (not its group)
+        parent, pids = _stage_parent()
+        parent.send_signal(how)
+        assert parent.wait(timeout=30) != 0
+        for _ in range(100):
+            alive = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+            if not alive:
+                break
+            time.sleep(0.1)
+        assert alive == [], how
+
+
+def _stage_parent() -> tuple[subprocess.Popen, list[str]]:
+    """A Python process in :func:`run_apart` of a five-minute stage, and its two children's pids
+    (the stage's process and multiprocessing's resource tracker)."""
     code = "import time, wordle_rl.pipeline.machine as m\nm.run_apart(time.sleep, 300)"
-    parent = subprocess.Popen([sys.executable, "-c", code])
+    parent = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
     children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
     pids: list[str] = []
-    for _ in range(300):  # the stage's process, and multiprocessing's resource tracker
+    for _ in range(300):
         pids = children.read_text().split()
         if len(pids) == 2:
             break
         time.sleep(0.1)
     assert len(pids) == 2
-    parent.kill()
-    parent.wait()
-    for _ in range(100):
-        alive = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
-        if not alive:
-            break
-        time.sleep(0.1)
-    assert alive == []
+    return parent, pids
 
 
 def _state(pid: str) -> str:

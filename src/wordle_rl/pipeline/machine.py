@@ -38,14 +38,19 @@ def rss_gib() -> float:
     return round(kib / 2**20, 2)
 
 
+def _libc():
+    """The C library, or None where ctypes cannot find one."""
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
 def release_memory() -> bool:
     """Collect garbage and hand the C heap's free pages back to the system (glibc's
     ``malloc_trim``); whether the C library could. A training stage frees its tensors into glibc's
     heap, which keeps the pages: handed back, the next stage starts from a small process instead of
     from the last one's peak."""
     gc.collect()
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
+    libc = _libc()
     if libc is None or not hasattr(libc, "malloc_trim"):  # not glibc: nothing to hand back this way
         return False
     libc.malloc_trim(0)
@@ -61,8 +66,7 @@ def _child(conn, parent: int, target, args) -> None:
     import signal
     import traceback
 
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
+    libc = _libc()
     if libc is not None and hasattr(libc, "prctl"):
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the parent died before that took hold
@@ -107,6 +111,9 @@ def run_apart(target, *args, name: str = "stage") -> None:
         outcome = here.recv() if here.poll(None) else None
     except EOFError:  # the process ended before it could say how
         outcome = None
+    except BaseException:  # interrupted here: the stage stops too, at its last checkpoint
+        proc.terminate()
+        raise
     finally:
         proc.join()
     if outcome is None:
