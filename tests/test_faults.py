@@ -79,7 +79,11 @@ def test_a_training_stage_process_that_dies_is_one_error_and_dies_with_its_pipel
 def _stage_parent() -> tuple[subprocess.Popen, list[str]]:
     """A Python process in :func:`run_apart` of a five-minute stage, and its two children's pids
     (the stage's process and multiprocessing's resource tracker)."""
-    code = "import time, wordle_rl.pipeline.machine as m\nm.run_apart(time.sleep, 300)"
+    code = (  # SIGINT raises KeyboardInterrupt even where the suite runs with it ignored
+        "import signal, time, wordle_rl.pipeline.machine as m\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "m.run_apart(time.sleep, 300)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
     children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
     pids: list[str] = []

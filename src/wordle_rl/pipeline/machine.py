@@ -105,17 +105,20 @@ def run_apart(target, *args, name: str = "stage") -> None:
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(there, os.getpid(), target, args), name=name)
-    proc.start()
-    there.close()
     try:
-        outcome = here.recv() if here.poll(None) else None
-    except EOFError:  # the process ended before it could say how
-        outcome = None
-    except BaseException:  # interrupted here: the stage stops too, at its last checkpoint
-        proc.terminate()
+        proc.start()
+        there.close()
+        try:
+            outcome = here.recv() if here.poll(None) else None
+        except EOFError:  # the process ended before it could say how
+            outcome = None
+    except BaseException:  # interrupted here, even while starting it: the stage stops too
+        if proc.pid is not None:
+            proc.terminate()  # its last checkpoint stays for a resume
         raise
     finally:
-        proc.join()
+        if proc.pid is not None:
+            proc.join()
     if outcome is None:
         raise RuntimeError(
             f"the {name} process ended with exit code {proc.exitcode} before it finished (killed, "
