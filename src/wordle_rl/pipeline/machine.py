@@ -46,9 +46,9 @@ def _libc():
 
 def release_memory() -> bool:
     """Collect garbage and hand the C heap's free pages back to the system (glibc's
-    ``malloc_trim``); whether the C library could. A training stage frees its tensors into glibc's
-    heap, which keeps the pages: handed back, the next stage starts from a small process instead of
-    from the last one's peak."""
+    ``malloc_trim``); whether the C library could. A stage run in this process (data, eval) frees
+    its arrays into glibc's heap, which keeps the pages: handed back, the next stage starts from a
+    small process instead of from the last one's peak."""
     gc.collect()
     libc = _libc()
     if libc is None or not hasattr(libc, "malloc_trim"):  # not glibc: nothing to hand back this way

@@ -197,9 +197,6 @@ class Runner:
         return WordleSFTConfig(**{**run, **self.cfg.sft.settings, **override})
 
     def stage_grpo(self):
-        import os
-
-        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
         if not self.cfg.grpo.enabled:
             return {"skipped": True}
         run_apart(train_grpo, self.grpo_config(), self._resume(self.paths["grpo"]), name="grpo")

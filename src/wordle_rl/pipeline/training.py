@@ -16,6 +16,9 @@ def train_sft(cfg, resume: bool) -> None:
 
 def train_grpo(cfg, resume: bool) -> None:
     """The GRPO stage's training with its val checks, in a process of its own."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from wordle_rl.evaluation.val_callback import val_callbacks
     from wordle_rl.training.grpo import run_grpo
 
