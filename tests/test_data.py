@@ -212,6 +212,25 @@ def test_sft_games_replay_exactly_in_the_environment(sft_rows, words):
     assert {row["refused_kind"] for row, _ in refused} == {"misspelt"}
 
 
+def test_a_refused_repeat_is_followed_by_a_new_word(splits, words):
+    """With repeat_share 1 a refused move after the first turn repeats a guess the game has
+    played, and the environment refuses it as such; the next move is a new word."""
+    cfg = SftConfig(games=80, seed=5, think=False, refused_share=1.0, repeat_share=1.0)
+    rows = [r for r in generate_sft(splits, cfg, words) if r["refused_at"] is not None]
+    refused = _replay(rows, words, think=False)
+    kinds = {(row["refused_kind"], row["refused_at"] > 0, err) for row, err in refused}
+    assert {(k, err) for k, later, err in kinds if later} == {("repeat", "repeated_guess")}
+    assert {k for k, later, _ in kinds if not later} == {"misspelt"}  # no guess to repeat yet
+    for row in rows:
+        if row["refused_kind"] == "repeat":
+            k = 2 + 2 * row["refused_at"]
+            text = row["messages"][k]["content"]
+            assert text in [m["content"] for m in row["messages"][2:k:2]]
+            assert row["messages"][k + 2]["content"] != text
+    with pytest.raises(ValueError, match="repeat_share"):
+        generate_sft(splits, SftConfig(games=2, repeat_share=1.5), words)
+
+
 
 
 # candidate-solver games alone: every move imitated, no exploration, refusals or recall games

@@ -289,6 +289,33 @@ def test_groups_form_where_some_answer_word_still_fits(trained_micro):
         WordleGRPOConfig(output_dir="unused", moves_states="late")
 
 
+def test_refused_states_are_where_the_greedy_move_was_refused(trained_micro):
+    """With moves_states="refused" a group's state is one whose greedy move the game refused (a
+    game without one draws as any), and with played_score a played word that cannot be the answer
+    scores between a refused move and a fitting word."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    ro = MoveRollout(_cfg(root, moves_states="refused", played_score=0.25), [], tok)
+    game = {**_doxed(), "errors": [None, None, "not_in_word_list", None, None, "repeated_guess"]}
+    assert {ro.draw_state(game, {})[0] for _ in range(100)} == {2, 5}
+    clean = {**game, "errors": [None] * 6}
+    assert {ro.draw_state(clean, {})[0] for _ in range(200)} == {0, 1, 2, 3, 4}
+    history = [["crane", "XXGXG"]]
+    moves = {
+        w: tok.encode(f"<guess>{w}</guess>", add_special_tokens=False)
+        for w in ("shake", "snake", "ahake", "crane")
+    }
+    scored = {w: ro._score(ids, history) for w, ids in moves.items()}
+    assert scored == {
+        "shake": (1.0, None),
+        "snake": (0.25, None),
+        "ahake": (0.0, "not_in_word_list"),
+        "crane": (0.0, "repeated_guess"),
+    }
+    with pytest.raises(ValueError, match="played_score must be in"):
+        WordleGRPOConfig(output_dir="unused", played_score=1.0)
+
+
 def test_recall_states_are_drawn_from_every_game_played(trained_micro):
     """With moves_states="recall" the groups' states are drawn without replacement among the
     decisions of all the step's games where exactly one answer word fits; a group left without

@@ -79,9 +79,18 @@ class SftConfig:
     refused_share: float = field(
         default=0.15,
         metadata={
-            "help": "Share of games showing one refused move, a misspelt next guess (context, "
-            "never imitated), and the environment's reply, so the model learns to carry on after "
-            "an invalid move: a different word, never the refused one."
+            "help": "Share of games showing one refused move, a misspelt next guess or (see "
+            "repeat_share) a repeated one (context, never imitated), and the environment's reply, "
+            "so the model learns to carry on after an invalid move: a different word, never the "
+            "refused one."
+        },
+    )
+    repeat_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of the refused moves that repeat a guess the game has already played "
+            "(in a game with one) instead of misspelling the next: after that refusal too the "
+            "next move is a new word, never the refused text again."
         },
     )
     recall_share: float = field(
@@ -123,12 +132,10 @@ def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
     return bad
 
 
-def _refused_move(
-    style: PromptStyle, words: WordList, played: list, near: str, rng: random.Random
-) -> tuple[str, str]:
-    """``(assistant text, error message)`` of a misspelling of ``near`` that the environment
-    refuses."""
-    text = format_answer(style, _misspelt(words, near, rng))
+def _refused_move(style: PromptStyle, words: WordList, played: list, word: str) -> tuple[str, str]:
+    """``(assistant text, error message)`` of a move writing ``word`` (a misspelling, or a guess
+    already played) that the environment refuses."""
+    text = format_answer(style, word)
     result = parse(text, style, words=words, history=played)
     if result.ok:
         raise DataError(f"internal: refused move {text!r} was accepted")
@@ -148,6 +155,7 @@ def generate_sft(
     mix = parse_solver_mix(cfg.solver_mix)
     check_share("refused_share", cfg.refused_share)
     check_share("recall_share", cfg.recall_share)
+    check_share("repeat_share", cfg.repeat_share)
     check_share("random_second_share", cfg.random_second_share)
     check_protocol(cfg.protocol)
     held_out = splits.held_out() if cfg.protocol == "strict" else set()
@@ -197,10 +205,13 @@ def generate_sft(
         history, reasons = play_traced(answer, policy, rng, cfg.max_turns - (refuse_at is not None))
         played = list(history)
         # a refused move costs a turn (lose_turn)
+        kind = None
         if refuse_at is not None and refuse_at < len(history):
-            text, msg = _refused_move(
-                style, words, history[:refuse_at], history[refuse_at][0], rng
-            )
+            before = history[:refuse_at]
+            repeat = cfg.repeat_share > 0 and refuse_at > 0 and rng.random() < cfg.repeat_share
+            kind = "repeat" if repeat else "misspelt"
+            word = rng.choice(before)[0] if repeat else _misspelt(words, history[refuse_at][0], rng)
+            text, msg = _refused_move(style, words, before, word)
             history.insert(refuse_at, (text, None, msg))
             reasons.insert(refuse_at, ("refused", None))
         else:
@@ -228,7 +239,7 @@ def generate_sft(
                 "start": first[0] if first else "solver",
                 "random_second": random_second,
                 "refused_at": refuse_at,
-                "refused_kind": "misspelt" if refuse_at is not None else None,
+                "refused_kind": kind if refuse_at is not None else None,
                 "turns": len(history),
                 "won": won,
                 "history": [[g, pattern_to_str(p, words.length)] for g, p in played],

@@ -367,17 +367,22 @@ def game_return(won: bool, turns: int, max_turns: int = 6) -> float:
     return float(max_turns + 1 - turns if won else 0)
 
 
-def move_fits(guess: str | None, history, words: WordList) -> float:
+def move_fits(guess: str | None, history, words: WordList, played: float = 0.0) -> float:
     """1.0 when ``guess`` is a public answer word that fits every feedback in ``history`` (it could
-    still be the answer), else 0.0: a refused move (``None``), a word outside the answer list, or
-    one the feedback rules out (found by re-scoring). It does not depend on which answer the game
-    has, so every word that could still be the answer earns the same.
+    still be the answer); ``played`` for any other word the game plays (an allowed word the feedback
+    rules out, or one outside the answer list: it costs a turn but earns feedback); 0.0 for a
+    refused move (``None``, or no allowed word). Fitting is found by re-scoring. It does not depend
+    on which answer the game has, so every word that could still be the answer earns the same.
 
     >>> words = load_word_lists()
     >>> history = [["crane", "XXGXG"]]
     >>> [move_fits(g, history, words) for g in ("shake", "shame", "snake", "ahake", None)]
     [1.0, 1.0, 0.0, 0.0, 0.0]
+    >>> [move_fits(g, history, words, played=0.5) for g in ("shake", "snake", "ahake", None)]
+    [1.0, 0.5, 0.0, 0.0]
     """
-    if guess is None or guess not in words.answer_index:
+    if guess is None or not words.is_allowed(guess):
         return 0.0
-    return float(consistent_with(as_history(history), guess))
+    if guess in words.answer_index and consistent_with(as_history(history), guess):
+        return 1.0
+    return played

@@ -22,7 +22,7 @@ from wordle_rl.training.precision import PrecisionFields, resolve_precision
 __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
-MOVES_STATES = ("any", "endgame", "recall")
+MOVES_STATES = ("any", "endgame", "recall", "refused")
 CREDITS = ("move", "expected", "expected-log")
 
 
@@ -162,8 +162,9 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
         metadata={
             "help": "moves: the states groups are drawn among: any (those where some answer word "
             "still fits), endgame (those where exactly one does, where the game has one; else "
-            "as any) or recall (those where exactly one does, pooled over all moves_games games "
-            "of the step; a group without one as endgame)."
+            "as any), recall (those where exactly one does, pooled over all moves_games games "
+            "of the step; a group without one as endgame) or refused (those where the greedy "
+            "move was refused: a non-word, a wrong length, a repeat; else as any)."
         },
     )
     moves_games: int | None = field(
@@ -190,6 +191,15 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "answer word, summed exactly over the alphabet: an expected policy gradient with no "
             "sampling noise) or expected-log (minus the log of that chance: the letters the policy "
             "gets most wrong weigh most)."
+        },
+    )
+    played_score: float = field(
+        default=0.0,
+        metadata={
+            "help": "moves: the score of a sampled move the game plays but that cannot be the "
+            "answer (a word the feedback rules out, or one outside the answer list), from 0 (a "
+            "refused move's score) up to below 1 (a fitting word's): it costs a turn, as a "
+            "refused move does, but earns feedback."
         },
     )
     sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
@@ -239,6 +249,11 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             raise ValueError(
                 f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
+            )
+        if not 0.0 <= self.played_score < 1.0:
+            raise ValueError(
+                f"played_score must be in [0, 1): a played word that cannot be the answer scores "
+                f"below a fitting one, got {self.played_score}"
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")

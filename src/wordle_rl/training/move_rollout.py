@@ -16,10 +16,12 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
+   with ``moves_states="refused"`` among those where the greedy move was refused, if any;
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
-   word that fits every feedback so far, else 0 (a non-word, a repeat, a bad format, a word the
-   feedback rules out).
+   word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
+   format), and ``played_score`` (0 unless set) for a word the game plays that the feedback rules
+   out.
 
 The reward reads the feedback, never the row's answer: every word that could still be the answer
 earns the same, so no answer word is preferred to another. (A return paid for the row's answer also
@@ -217,13 +219,16 @@ class MoveRollout(WordleRollout):
             counts.append(HELD_OUT if held else len(fits))
         return decisions, counts
 
-    def _draw(self, counts: list[int]) -> int:
+    def _draw(self, counts: list[int], errors: list | None = None) -> int:
         """A decision drawn at random among those where some answer word fits (with
-        ``moves_states`` endgame or recall among those where exactly one fits, if any); if none
-        does, among those where none fits, and a held-out recall state only when nothing else is
-        left."""
+        ``moves_states`` endgame or recall among those where exactly one fits, with refused among
+        those whose greedy move, ``errors[i]``, was refused, if any); if none does, among those
+        where none fits, and a held-out recall state only when nothing else is left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
-        if self.cfg.moves_states != "any":
+        if self.cfg.moves_states == "refused":
+            refused = [i for i, c in enumerate(counts) if c != HELD_OUT and (errors or [])[i]]
+            open_ = refused or open_
+        elif self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
         open_ = open_ or [i for i, c in enumerate(counts) if c == 0] or list(range(len(counts)))
         return int(self.rng.choice(open_))
@@ -233,7 +238,7 @@ class MoveRollout(WordleRollout):
         no answer word fits, late in a game on an outside word, scores every move 0), the game's
         :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
         decisions, counts = self._fit_counts(game, row)
-        k = self._draw(counts)
+        k = self._draw(counts, game.get("errors"))
         return k, decisions, counts[k]
 
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
@@ -281,7 +286,8 @@ class MoveRollout(WordleRollout):
         hist = as_history(history)
         text = self.tok.decode(ids, skip_special_tokens=True)
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
-        return move_fits(pr.guess if pr.ok else None, hist, self.ctx.words), pr.error
+        score = move_fits(pr.guess if pr.ok else None, hist, self.ctx.words, self.cfg.played_score)
+        return score, pr.error
 
     def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
         """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
