@@ -225,9 +225,8 @@ class MoveRollout(WordleRollout):
         those whose greedy move, ``errors[i]``, was refused, if any); if none does, among those
         where none fits, and a held-out recall state only when nothing else is left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
-        if self.cfg.moves_states == "refused":
-            refused = [i for i, c in enumerate(counts) if c != HELD_OUT and (errors or [])[i]]
-            open_ = refused or open_
+        if self.cfg.moves_states == "refused" and errors is not None:
+            open_ = [i for i, c in enumerate(counts) if c != HELD_OUT and errors[i]] or open_
         elif self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
         open_ = open_ or [i for i, c in enumerate(counts) if c == 0] or list(range(len(counts)))
