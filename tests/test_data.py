@@ -11,6 +11,7 @@ from wordle_rl.data.sft_games import SftConfig, generate_sft, parse_solver_mix
 from wordle_rl.data.splits import Splits, check_leakage, make_splits
 from wordle_rl.data.stats import stats
 from wordle_rl.engine.game import score, str_to_pattern
+from wordle_rl.engine.solvers import RankedSolver
 from wordle_rl.environment.prompts import Knowledge, PromptStyle
 
 
@@ -38,8 +39,6 @@ def test_splits_are_a_deterministic_partition(words, splits, tmp_path):
         Splits.load(tmp_path / "bad.json", words)
     with pytest.raises(DataError, match="fractions"):
         make_splits(words, fractions=(0.5, 0.5, 0.5))
-
-
 
 
 def test_sft_targets_only_train_and_leakage_check(splits, sft_rows, words):
@@ -129,8 +128,6 @@ def test_same_seed_same_bytes(splits, words, tmp_path):
     r1 = generate_rl(splits, RlConfig(rows=50, seed=2, think=True), words)
     r2 = generate_rl(splits, RlConfig(rows=50, seed=2, think=True), words)
     assert json.dumps(r1) == json.dumps(r2)
-
-
 
 
 def test_solver_mix_is_parsed_and_checked(splits, words):
@@ -231,8 +228,6 @@ def test_a_refused_repeat_is_followed_by_a_new_word(splits, words):
         generate_sft(splits, SftConfig(games=2, repeat_share=1.5), words)
 
 
-
-
 # candidate-solver games alone: every move imitated, no exploration, refusals or recall games
 CANDIDATE_ONLY = dict(
     think=False,
@@ -242,14 +237,6 @@ CANDIDATE_ONLY = dict(
     refused_share=0.0,
     recall_share=0.0,
 )
-
-
-
-
-
-
-
-
 
 
 def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
@@ -283,6 +270,42 @@ def test_recall_games_end_on_the_only_fitting_answer_word(splits, words):
     # one turn can never reach W: no endless loop
     with pytest.raises(DataError, match=r"within 1 turns in 2 tries"):
         recall_games(words, 1, PromptStyle("tiles", think=False), max_turns=1, tries=2)
+
+
+def test_recall_words_spread_over_the_splits_made_with_the_same_seed(splits, words):
+    """The splits shuffle the answer list with seed 0 too: the recall order must not follow theirs,
+    which would recall every train word before the first held-out one."""
+    rows = recall_games(words, 100, PromptStyle("xml", think=False), seed=splits.seed)
+    held_out = sum(splits.split_of(r["recall"]) != "train" for r in rows)
+    assert 5 <= held_out <= 40  # 20 expected
+
+
+def test_recall_games_by_the_mix_teacher_follow_its_path_on_the_word(splits, words):
+    """With recall_teacher "mix" a recall game is the path the mix's solver takes on W: each guess
+    is the ranked solver's at W's own feedback, the last one W."""
+    rows = generate_sft(
+        splits,
+        SftConfig(
+            games=40,
+            seed=0,
+            think=False,
+            recall_share=0.5,
+            solver_mix="ranked:1",
+            recall_teacher="mix",
+        ),
+        words,
+    )
+    recall = [r for r in rows if r["solver"] == "recall"]
+    assert len(recall) == 20
+    ranked = RankedSolver(words)
+    for r in recall:
+        word = r["recall"]
+        guesses = [g for g, _ in r["history"]]
+        path = [(g, score(g, word)) for g in guesses]
+        assert guesses[-1] == word and word not in guesses[:-1]
+        assert guesses == [ranked.guess(path[:i]) for i in range(len(path))]
+    with pytest.raises(ValueError, match="recall_teacher must be one of candidate, mix"):
+        SftConfig(recall_teacher="oracle")
 
 
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):

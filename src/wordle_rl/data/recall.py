@@ -50,11 +50,16 @@ def recall_games(
     max_turns: int = 6,
     tries: int = 20,
     recalled: list[str] | None = None,
+    teachers: dict | None = None,
 ) -> list[dict]:
     """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test
     answer) that is one or two letters away from an answer word W, with the candidate solver (from a
     strong opener or its own), and ends right after the solver writes W in the state where W is the
     only answer word that fits the feedback.
+
+    With ``teachers`` (``{solver: weight}``, the other games' mix) a game's teacher is drawn from
+    them instead and plays from its own opener, ending where it writes W: while W fits, T's
+    feedback is W's, so the game is the path that teacher takes on W.
 
     The words W are the whole public answer list (or only the answer words in ``recalled``: the
     strict protocol passes the train split) in an order shuffled with ``seed``, taken in turn, every
@@ -71,7 +76,7 @@ def recall_games(
     if n == 0:
         return []
     entropy = entropy or EntropySolver(words)
-    teacher = CandidateSolver(words)
+    candidate = CandidateSolver(words)
     openers = openers or strong_openers(entropy, 12)
     near = _outside_neighbours(words)
     keep = set(recalled) if recalled is not None else None
@@ -81,7 +86,9 @@ def recall_games(
             "recall_share needs allowed words outside the answer list one or two letters from an "
             "answer word; these lists have none"
         )
-    random.Random(seed).shuffle(order)
+    # a stream of its own: the splits shuffle the same list with the same seed, and would set
+    # every train word first
+    random.Random(f"recall-order:{seed}").shuffle(order)
     rows: list[dict] = []
     k = last_found = 0
     while len(rows) < n:
@@ -96,16 +103,20 @@ def recall_games(
         for attempt in range(tries):
             rng = random.Random(f"recall:{seed}:{k}:{attempt}")
             target = rng.choice(near[word])
+            teacher = candidate
+            if teachers:
+                teacher = rng.choices(list(teachers), list(teachers.values()))[0]
             history, found = [], False
             for turn in range(max_turns):
-                if turn == 0:
+                if turn == 0 and not teachers:
                     guess = rng.choice(openers) if rng.random() < 0.5 else teacher.guess([], rng)
                 else:
-                    fits = entropy.candidates(history)
-                    if index not in fits:
+                    fits = entropy.candidates(history) if history else None
+                    if fits is not None and index not in fits:
                         break
-                    found = len(fits) == 1
+                    found = fits is not None and len(fits) == 1
                     guess = word if found else teacher.guess(history, rng)
+                    found = found or (teachers is not None and guess == word)
                 history.append((guess, score(guess, target)))
                 if found:
                     break

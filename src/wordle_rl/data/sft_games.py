@@ -31,6 +31,7 @@ from wordle_rl.environment.prompts import (
 )
 
 __all__ = ["SftConfig", "generate_sft", "check_solver_mix", "parse_solver_mix"]
+RECALL_TEACHERS = ("candidate", "mix")
 
 
 # --------------------------------------------------------------------------- SFT games
@@ -104,6 +105,14 @@ class SftConfig:
             "free play loses it."
         },
     )
+    recall_teacher: str = field(
+        default="candidate",
+        metadata={
+            "help": "Who plays the recall games: candidate: the candidate solver, from a strong "
+            "opener or its own; mix: a solver drawn from solver_mix, from its own opener, ending "
+            "where it writes W (the path that teacher takes on W)."
+        },
+    )
     protocol: str = field(
         default="open",
         metadata={
@@ -116,6 +125,11 @@ class SftConfig:
 
     def __post_init__(self) -> None:
         parse_solver_mix(self.solver_mix)  # a bad mix is refused when the config is made
+        if self.recall_teacher not in RECALL_TEACHERS:
+            raise ValueError(
+                f"recall_teacher must be one of {', '.join(RECALL_TEACHERS)}, "
+                f"not {self.recall_teacher!r}"
+            )
 
 
 def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
@@ -246,8 +260,21 @@ def generate_sft(
             }
         )
     recalled = splits.train if cfg.protocol == "strict" else None
+    teachers = (
+        {solvers[name]: weight for name, weight in mix.items()}
+        if cfg.recall_teacher == "mix"
+        else None
+    )
     return rows + recall_games(
-        words, n_recall, style, cfg.seed, entropy, openers, cfg.max_turns, recalled=recalled
+        words,
+        n_recall,
+        style,
+        cfg.seed,
+        entropy,
+        openers,
+        cfg.max_turns,
+        recalled=recalled,
+        teachers=teachers,
     )
 
 
