@@ -108,15 +108,18 @@ def recall_games(
                 teacher = rng.choices(list(teachers), list(teachers.values()))[0]
             history, found = [], False
             for turn in range(max_turns):
-                if turn == 0 and not teachers:
+                if history:
+                    fits = entropy.candidates(history)
+                    if index not in fits:
+                        break
+                    found = len(fits) == 1
+                if found:
+                    guess = word
+                elif turn == 0 and not teachers:
                     guess = rng.choice(openers) if rng.random() < 0.5 else teacher.guess([], rng)
                 else:
-                    fits = entropy.candidates(history) if history else None
-                    if fits is not None and index not in fits:
-                        break
-                    found = fits is not None and len(fits) == 1
-                    guess = word if found else teacher.guess(history, rng)
-                    found = found or (teachers is not None and guess == word)
+                    guess = teacher.guess(history, rng)
+                found = found or (bool(teachers) and guess == word)
                 history.append((guess, score(guess, target)))
                 if found:
                     break

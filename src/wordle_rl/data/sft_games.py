@@ -128,7 +128,7 @@ class SftConfig:
         if self.recall_teacher not in RECALL_TEACHERS:
             raise ValueError(
                 f"recall_teacher must be one of {', '.join(RECALL_TEACHERS)}, "
-                f"not {self.recall_teacher!r}"
+                f"got {self.recall_teacher!r}"
             )
 
 
