@@ -34,9 +34,10 @@ def error_lines(output: str) -> list[str]:
 
 def test_the_quick_job_killed_in_four_stages_resumes_to_a_whole_run(tmp_path):
     # SIGKILL as soon as each path appears: mid-SFT (a checkpoint folder being written), at the
-    # first GRPO val record, mid-evaluation and in the report stage; then the same command again
+    # first GRPO val record, mid-evaluation and at the report's first plot; then the same command
+    # again
     out = tmp_path / "kills.json"
-    points = ["sft/checkpoint-*", "grpo/val_eval.jsonl", "eval/test/sft-free", "markers/eval.json"]
+    points = ["sft/checkpoint-*", "grpo/val_eval.jsonl", "eval/test/sft-free", "plots/*.png"]
     cmd = [sys.executable, "benchmarks/bench_kill_pipeline.py", "--workdir", str(tmp_path / "w")]
     cmd += [x for p in points for x in ("--at", p)] + ["--out", str(out)]
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=900, capture_output=True)
