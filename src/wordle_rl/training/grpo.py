@@ -74,11 +74,6 @@ class WordleGRPOTrainer(GRPOTrainer):
             allowed, ids = self.rollout_func.allowed_letters(width)
             out["letter_allowed"] = allowed.to(self.model.device)
             out["letter_ids"] = ids.to(self.model.device)
-        elif self.args.credit.startswith("set"):  # each row's weight in its group's set
-            import torch
-
-            weights = self.rollout_func.last_set_weights
-            out["set_weight"] = torch.tensor(weights, device=self.model.device)
         return out
 
     def _get_per_token_logps_and_entropies(
@@ -125,8 +120,6 @@ class WordleGRPOTrainer(GRPOTrainer):
 
         if self.args.credit.startswith("expected"):
             rl = self.expected_letter_loss(model, inputs)
-        elif self.args.credit.startswith("set"):
-            rl = self.fitting_set_loss(model, inputs)
         else:
             rl = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss = self.args.rl_coef * rl
@@ -154,9 +147,24 @@ class WordleGRPOTrainer(GRPOTrainer):
         rollout temperature) keeps the word completable to a fitting answer word: the exact
         expectation of the letter reward, so its gradient carries no sampling noise
         (``"expected-log"``: minus the mean log of that chance)."""
+        import torch
+
         allowed = inputs["letter_allowed"]
         credited = allowed.any(-1)
-        logits = self._completion_logits(model, inputs).float() / self.args.temperature
+        prompt, completion = inputs["prompt_ids"], inputs["completion_ids"]
+        ids = torch.cat([prompt, completion], dim=1)
+        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        # only the positions that predict the completion's tokens (the logit one position before
+        # a token predicts it): a long prompt's logits over a large vocabulary would not fit
+        width = completion.shape[1]
+        logits = None
+        if not self.args.activation_checkpointing:
+            logits = completion_logits(model, ids, mask, width)
+        if logits is None:
+            logits = model(
+                input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=width + 1
+            ).logits[:, :width]
+        logits = logits.float() / self.args.temperature
         # each position's letters a-z (a BPE model writes later letters with a leading space)
         probs = logits.softmax(-1).gather(-1, inputs["letter_ids"])
         value = (probs * allowed).sum(-1)
@@ -167,41 +175,6 @@ class WordleGRPOTrainer(GRPOTrainer):
         # outside a training step (a probe, an evaluation) nothing is accumulated
         steps = getattr(self, "current_gradient_accumulation_steps", 1)
         return -(value * credited).sum() / n / steps
-
-    def _completion_logits(self, model, inputs):
-        """The logits that predict each completion token of the batch: only those positions (the
-        logit one position before a token predicts it), since a long prompt's logits over a large
-        vocabulary would not fit."""
-        import torch
-
-        prompt, completion = inputs["prompt_ids"], inputs["completion_ids"]
-        ids = torch.cat([prompt, completion], dim=1)
-        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        width = completion.shape[1]
-        logits = None
-        if not self.args.activation_checkpointing:
-            logits = completion_logits(model, ids, mask, width)
-        if logits is None:
-            logits = model(
-                input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=width + 1
-            ).logits[:, :width]
-        return logits
-
-    def fitting_set_loss(self, model, inputs):
-        """``credit="set"``: minus the sum of each row's weight in its group's fitting set times
-        the log-probability (temperature 1, as greedy play reads it) of the whole word it writes,
-        over the groups in the batch: the exact gradient of minus the chance (``"set-log"``: its
-        log) that the policy writes a fitting answer word (:mod:`wordle_rl.training.fit_set`)."""
-        logits = self._completion_logits(model, inputs)
-        logps, _ = token_logps_and_entropies(logits, inputs["completion_ids"], 1.0, False)
-        word = (logps * inputs["completion_mask"]).sum(-1)
-        weight = inputs["set_weight"]
-        groups = len(weight) / self.args.num_generations
-        self._metrics["train"]["wordle/set_word_logp"].append(
-            ((weight * word).sum() / weight.sum().clamp(min=1e-12)).item()
-        )
-        steps = getattr(self, "current_gradient_accumulation_steps", 1)
-        return -(weight * word).sum() / groups / steps
 
 
 def forget_recall_states(out: Path, resume: bool) -> None:

@@ -22,8 +22,8 @@ from wordle_rl.training.precision import PrecisionFields, resolve_precision
 __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
-MOVES_STATES = ("any", "endgame", "recall", "refused", "missed")
-CREDITS = ("move", "expected", "expected-log", "set", "set-log")
+MOVES_STATES = ("any", "endgame", "recall", "refused")
+CREDITS = ("move", "expected", "expected-log")
 
 
 @dataclass
@@ -163,9 +163,8 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "help": "moves: the states groups are drawn among: any (those where some answer word "
             "still fits), endgame (those where exactly one does, where the game has one; else "
             "as any), recall (those where exactly one does, pooled over all moves_games games "
-            "of the step; a group without one as endgame), refused (those where the greedy "
-            "move was refused: a non-word, a wrong length, a repeat; else as any) or missed "
-            "(those where some answer word fits and the greedy move was not one; else as any)."
+            "of the step; a group without one as endgame) or refused (those where the greedy "
+            "move was refused: a non-word, a wrong length, a repeat; else as any)."
         },
     )
     moves_games: int | None = field(
@@ -190,10 +189,8 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "(every token of a move gets its group advantage), expected (the RL loss is minus the "
             "chance that each letter the policy draws keeps the word completable to a fitting "
             "answer word, summed exactly over the alphabet: an expected policy gradient with no "
-            "sampling noise), expected-log (minus the log of that chance: the letters the policy "
-            "gets most wrong weigh most), set (no sampling: minus the chance that the policy "
-            "writes any fitting answer word, its gradient exact over the num_generations fitting "
-            "words it likes best) or set-log (minus the log of that chance)."
+            "sampling noise) or expected-log (minus the log of that chance: the letters the policy "
+            "gets most wrong weigh most)."
         },
     )
     played_score: float = field(

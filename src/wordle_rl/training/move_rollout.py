@@ -16,8 +16,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-   with ``moves_states="refused"`` among those where the greedy move was refused, with
-   ``"missed"`` among those where some answer word fits and the greedy move was not one, if any;
+   with ``moves_states="refused"`` among those where the greedy move was refused, if any;
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
@@ -36,9 +35,7 @@ Credit (``credit``): ``move`` gives every token of a move GRPO's group advantage
 the sampled advantage by the exact chance, summed over the alphabet, that each letter of the move
 keeps the word completable to a public answer word that fits the feedback (its log for
 ``expected-log``): the letters up to the first that breaks the move are credited, the format tokens
-are not. ``set`` and ``set-log`` sample nothing: a group holds the fitting words the policy likes
-best at its state, and the loss raises the chance of writing any fitting word
-(:mod:`wordle_rl.training.fit_set`).
+are not.
 """
 
 from __future__ import annotations
@@ -54,7 +51,6 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import cache_argument, eval_mode
-from wordle_rl.training.fit_set import fitting_moves
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.shared_prompt import prefill_for_rows
@@ -226,15 +222,11 @@ class MoveRollout(WordleRollout):
     def _draw(self, counts: list[int], errors: list | None = None) -> int:
         """A decision drawn at random among those where some answer word fits (with
         ``moves_states`` endgame or recall among those where exactly one fits, with refused among
-        those whose greedy move, ``errors[i]``, was refused, with missed among those where some
-        answer word fits and the greedy move, ``errors[i]`` true, was not one, if any); if none
-        does, among those where none fits, and a held-out recall state only when nothing else is
-        left."""
+        those whose greedy move, ``errors[i]``, was refused, if any); if none does, among those
+        where none fits, and a held-out recall state only when nothing else is left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
         if self.cfg.moves_states == "refused" and errors is not None:
             open_ = [i for i, c in enumerate(counts) if c != HELD_OUT and errors[i]] or open_
-        elif self.cfg.moves_states == "missed" and errors is not None:
-            open_ = [i for i in open_ if errors[i]] or open_
         elif self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
         open_ = open_ or [i for i, c in enumerate(counts) if c == 0] or list(range(len(counts)))
@@ -245,11 +237,7 @@ class MoveRollout(WordleRollout):
         no answer word fits, late in a game on an outside word, scores every move 0), the game's
         :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
         decisions, counts = self._fit_counts(game, row)
-        errors = game.get("errors")
-        if self.cfg.moves_states == "missed":
-            words = self.ctx.words
-            errors = [move_fits(m[0], h, words) < 1 for m, (_, h) in zip(game["moves"], decisions)]
-        k = self._draw(counts, errors)
+        k = self._draw(counts, game.get("errors"))
         return k, decisions, counts[k]
 
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
@@ -339,15 +327,9 @@ class MoveRollout(WordleRollout):
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
         t_states = time.perf_counter()
-        if self.cfg.credit.startswith("set"):  # each group: the fitting words it likes best
-            log = self.cfg.credit == "set-log"
-            moves, self.last_set_weights, set_stats = fitting_moves(self, model, states, g, log)
-            self.last_stats.update(set_stats)
-            scored = [(1.0, None)] * len(moves)
-        else:
-            moves = self._sample_moves(model, prefixes)
-            scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
+        moves = self._sample_moves(model, prefixes)
         t_sample = time.perf_counter()
+        scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
         spread = [np.ptp(fits[k : k + g]) for k in range(0, len(fits), g)]
         self.last_sets = None
