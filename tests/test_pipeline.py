@@ -200,6 +200,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
         kind = "grpo" if stage == "grpo" else "sft"
         log = json.loads((out / stage / f"wordle_rl_{kind}_log.json").read_text())
         done = max(e["step"] for e in log)
+        control_steps = done  # the last of the three
         training = text.split("## Training")[1].splitlines()
         row = next(line for line in training if line.startswith(f"| {stage} | "))
         assert row.startswith(f"| {stage} | {done} of {max_steps} |"), row
@@ -220,9 +221,17 @@ def test_quick_pipeline_end_to_end(tmp_path):
     assert "time budget ended it" not in text
     # the job's model: the val check's best, never worse on val than the SFT model (step 0)
     picked = json.loads((out / "selected.json").read_text())
-    assert picked["name"] in ("sft", "grpo") and "## The job's model" in text
+    assert picked["name"] in ("sft", "grpo", "control") and "## The job's model" in text
     assert picked["val"]["val_mean_guesses_per_game"] <= val[0]["val_mean_guesses_per_game"]
-    assert picked["val"]["step"] == (0 if picked["name"] == "sft" else 2)
+    # the control played the same val answers once, and is the job's model only when it beat
+    # every GRPO check
+    ctl = [json.loads(x) for x in (out / "control" / "val_eval.jsonl").read_text().splitlines()]
+    assert len(ctl) == 1 and ctl[0]["games"] == 24 and ctl[0]["step"] == control_steps
+    best_grpo = min(v["val_mean_guesses_per_game"] for v in val)
+    assert (picked["name"] == "control") == (ctl[0]["val_mean_guesses_per_game"] < best_grpo)
+    if picked["name"] != "control":
+        assert picked["val"]["step"] == (0 if picked["name"] == "sft" else 2)
+        assert picked["control_val"] == ctl[0]
     assert all(v["games"] == 24 for v in val)
     assert (out / "final" / "model.safetensors").is_file()
     assert not any((out / "final").glob("checkpoint-*"))
@@ -317,17 +326,20 @@ def test_training_commands_with_no_flags_train_like_the_main_job(tmp_path):
 def test_the_jobs_model_is_the_val_checks_best_and_sft_wins_ties(tmp_path):
     """The select stage copies the model with the fewest val guesses per game to final/: the SFT
     model when no GRPO step beats it, else the kept GRPO step (the last step's own folder, or
-    best-val/ for an earlier one)."""
+    best-val/ for an earlier one), or the control where it beats them all on the same answers."""
     from wordle_rl.pipeline.runner import Runner
-    from wordle_rl.pipeline.select import select_model
+    from wordle_rl.pipeline.select import select_model, selection_lines
 
-    def run_with(records, best_step):
-        out = tmp_path / f"run-{best_step}-{len(records)}"
+    def run_with(records, best_step, control=9.0):
+        out = tmp_path / f"run-{best_step}-{len(records)}-{control}"
         runner = Runner(load_config("quick"), out, Console(file=open(tmp_path / "l", "w")))
-        for name in ("sft", "grpo", "grpo/best-val", "grpo/checkpoint-2"):
+        for name in ("sft", "grpo", "grpo/best-val", "grpo/checkpoint-2", "control"):
             (out / name).mkdir(parents=True, exist_ok=True)
             (out / name / "model.safetensors").write_text(name)
         (out / "sft" / "checkpoint-30").mkdir()
+        (out / "control" / "val_eval.jsonl").write_text(
+            json.dumps({"step": 6, "games": 24, "val_mean_guesses_per_game": control}) + "\n"
+        )
         (out / "grpo" / "val_eval.jsonl").write_text(
             "".join(
                 json.dumps({"step": s, "games": 24, "val_mean_guesses_per_game": g}) + "\n"
@@ -358,6 +370,14 @@ def test_the_jobs_model_is_the_val_checks_best_and_sft_wins_ties(tmp_path):
     out, picked = run_with([(0, 4.1), (4, 3.8)], 4)
     assert picked["name"] == "grpo" and (out / "final" / "model.safetensors").read_text() == "grpo"
     assert not (out / "final" / "best-val").exists()
+    # the control only where it needs fewer guesses than the best GRPO check, not on a tie
+    out, picked = run_with([(0, 4.1), (2, 3.9), (4, 4.2)], 2, control=3.9)
+    assert picked["name"] == "final" and picked["control_val"]["val_mean_guesses_per_game"] == 3.9
+    out, picked = run_with([(0, 4.1), (2, 3.9), (4, 4.2)], 2, control=3.8)
+    assert picked["name"] == "control" and picked["step"] == 6 and picked["grpo_val"]["step"] == 2
+    assert (out / "final" / "model.safetensors").read_text() == "control"
+    assert "3.800" in picked["why"] and "3.900" in picked["why"] and "4.100" in picked["why"]
+    assert "the control" in "\n".join(selection_lines(out))
     cfg = load_config("quick")  # nothing trained: the starting model is the job's model
     cfg.sft.enabled = cfg.grpo.enabled = False
     runner = Runner(cfg, tmp_path / "none", Console(file=open(tmp_path / "l", "w")))

@@ -32,6 +32,7 @@ from wordle_rl.models.embedded import eval_mode
 
 __all__ = [
     "ValEvalCallback",
+    "play_val",
     "val_callbacks",
     "read_records",
     "best_record",
@@ -67,6 +68,40 @@ def best_record(records: list[dict]) -> dict | None:
     """
     ordered = sorted(records, key=lambda r: r["step"])
     return min(ordered, key=lambda r: r["val_mean_guesses_per_game"], default=None)
+
+
+def play_val(model, tokenizer, cfg) -> dict:
+    """The val record (without its step) of ``model`` playing the check's val answers greedily:
+    all of them, or ``cfg.eval_val_games`` drawn with ``cfg.seed``; ``cfg`` is a
+    ``WordleGRPOConfig`` (its splits, style, seed and ``eval_val_*`` fields)."""
+    from wordle_rl.data.splits import Splits
+    from wordle_rl.engine.words import load_word_lists
+    from wordle_rl.evaluation.evaluate import EvalConfig, ModelPolicy, run_eval
+
+    words = load_word_lists()
+    sp = Splits.load(cfg.splits, words)
+    style = PromptStyle(cfg.style, think=cfg.think)
+    policy = ModelPolicy(
+        model,
+        tokenizer,
+        style,
+        words,
+        max_new_tokens=cfg.max_turn_tokens,
+        batch_size=cfg.eval_val_batch_size,
+    )
+    ecfg = EvalConfig(split="val", train_sample=False, style=cfg.style, think=cfg.think)
+    answers = sp.val
+    if cfg.eval_val_games is not None:
+        answers = random.Random(cfg.seed).sample(sp.val, min(cfg.eval_val_games, len(sp.val)))
+    with eval_mode(model):
+        res = run_eval(policy, answers, ecfg, None, words)
+    return {
+        "games": len(answers),
+        "val_win_rate": res["metrics"]["win_rate"],
+        "val_mean_guesses": res["metrics"]["mean_guesses_on_wins"],
+        "val_mean_guesses_per_game": res["metrics"]["mean_guesses_per_game"],
+        **{f"val_{k}": res["metrics"][k] for k in ERROR_RATES},
+    }
 
 
 class ValEvalCallback(TrainerCallback):
@@ -117,38 +152,9 @@ class ValEvalCallback(TrainerCallback):
         # one val record per step, whatever the process count
         if not self.is_main():
             return False
-        from wordle_rl.data.splits import Splits
-        from wordle_rl.engine.words import load_word_lists
-        from wordle_rl.evaluation.evaluate import EvalConfig, ModelPolicy, run_eval
-
-        words = load_word_lists()
-        sp = Splits.load(self.cfg.splits, words)
-        model = self.trainer.model
-        style = PromptStyle(self.cfg.style, think=self.cfg.think)
-        policy = ModelPolicy(
-            model,
-            self.trainer.processing_class,
-            style,
-            words,
-            max_new_tokens=self.cfg.max_turn_tokens,
-            batch_size=self.cfg.eval_val_batch_size,
-        )
-        ecfg = EvalConfig(
-            split="val", train_sample=False, style=self.cfg.style, think=self.cfg.think
-        )
-        answers = sp.val
-        if self.cfg.eval_val_games is not None:
-            k = min(self.cfg.eval_val_games, len(sp.val))
-            answers = random.Random(self.cfg.seed).sample(sp.val, k)
-        with eval_mode(model):
-            res = run_eval(policy, answers, ecfg, None, words)
         rec = {
             "step": step,
-            "games": len(answers),
-            "val_win_rate": res["metrics"]["win_rate"],
-            "val_mean_guesses": res["metrics"]["mean_guesses_on_wins"],
-            "val_mean_guesses_per_game": res["metrics"]["mean_guesses_per_game"],
-            **{f"val_{k}": res["metrics"][k] for k in ERROR_RATES},
+            **play_val(self.trainer.model, self.trainer.processing_class, self.cfg),
         }
         before = best_record(read_records(self.out))
         improved = (
