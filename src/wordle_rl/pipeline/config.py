@@ -148,7 +148,7 @@ class PipelineConfig:
         metadata={
             "help": "The GRPO stage's control: more SFT from the SFT model for as long as the GRPO "
             "stage took (WordleSFTConfig fields over the sft section's; learning_rate defaults "
-            "to the grpo section's), evaluated beside it."
+            "to the grpo section's), evaluated beside it; the job's model where it plays val best."
         },
     )
     eval: EvalSection = field(default_factory=EvalSection)
