@@ -257,6 +257,10 @@ def test_quick_pipeline_end_to_end(tmp_path):
     ]
     assert log[:2] == first  # steps 1-2 come from the checkpoint's state, not a new run
     assert (out / "markers" / "grpo.json").is_file()
+    # a control trained again drops the val record select played on the earlier control model
+    assert (out / "control" / "val_eval.jsonl").is_file()
+    Runner(load_config("quick"), out, console).stage_control()
+    assert not (out / "control" / "val_eval.jsonl").exists()
     # without the recall probe the evaluation asks no model at recall states
     cfg = load_config("quick")
     cfg.eval.recall_probe, cfg.eval.decodes, cfg.eval.train_sample = False, ["free"], False

@@ -45,11 +45,14 @@ def control_config(runner, grpo_seconds: float | None = None):
 
 def run_control(runner) -> dict:
     """Train the control (resuming a killed one from its last checkpoint); the marker's extras."""
+    from wordle_rl.evaluation.val_callback import LOG_FILE
     from wordle_rl.pipeline.machine import run_apart
     from wordle_rl.pipeline.training import train_sft
 
     if not runner.cfg.control.enabled:
         return {"skipped": True}
     cfg = control_config(runner)
+    # a val record (written by the select stage) of an earlier control model is stale from here on
+    (runner.paths["control"] / LOG_FILE).unlink(missing_ok=True)
     run_apart(train_sft, cfg, runner._resume(runner.paths["control"]), name="control")
     return {"time_budget_minutes": cfg.time_budget_minutes}
