@@ -228,6 +228,34 @@ def test_a_refused_repeat_is_followed_by_a_new_word(splits, words):
         generate_sft(splits, SftConfig(games=2, repeat_share=1.5), words)
 
 
+def _near(refused: str, word: str) -> bool:
+    """Whether ``refused`` is ``word`` cut short or with one letter changed: a misspelling."""
+    if len(refused) < len(word):
+        return word.startswith(refused)
+    return len(refused) == len(word) and sum(a != b for a, b in zip(refused, word)) == 1
+
+
+@pytest.mark.parametrize("source", ["next", "other"])
+def test_a_misspelt_refusal_misspells_the_next_guess_or_another_word(splits, words, source):
+    """misspelt_from next: the refused text misspells the move that follows it; other: it
+    misspells a train answer drawn at random, so the move that follows is hardly ever near it."""
+    cfg = SftConfig(games=120, seed=3, think=False, refused_share=1.0, misspelt_from=source)
+    rows = [r for r in generate_sft(splits, cfg, words) if r["refused_kind"] == "misspelt"]
+    assert len(rows) > 80
+    _replay(rows, words, think=False)
+    near = []
+    for row in rows:
+        k = 2 + 2 * row["refused_at"]
+        refused, after = (
+            re.fullmatch("<guess>(.*)</guess>", row["messages"][i]["content"]).group(1)
+            for i in (k, k + 2)
+        )
+        near.append(_near(refused, after))
+    assert all(near) if source == "next" else sum(near) <= len(near) // 10
+    with pytest.raises(ValueError, match="misspelt_from"):
+        SftConfig(misspelt_from="previous")
+
+
 # candidate-solver games alone: every move imitated, no exploration, refusals or recall games
 CANDIDATE_ONLY = dict(
     think=False,

@@ -32,6 +32,7 @@ from wordle_rl.environment.prompts import (
 
 __all__ = ["SftConfig", "generate_sft", "check_solver_mix", "parse_solver_mix"]
 RECALL_TEACHERS = ("candidate", "mix")
+MISSPELT_FROM = ("next", "other")
 
 
 # --------------------------------------------------------------------------- SFT games
@@ -94,6 +95,14 @@ class SftConfig:
             "next move is a new word, never the refused text again."
         },
     )
+    misspelt_from: str = field(
+        default="next",
+        metadata={
+            "help": "What a misspelt refused move misspells: next: the game's next guess, so the "
+            "move after the refusal is nearly the refused text; other: a train answer drawn at "
+            "random, so the move after it differs from the refused text."
+        },
+    )
     recall_share: float = field(
         default=0.2,
         metadata={
@@ -125,6 +134,11 @@ class SftConfig:
 
     def __post_init__(self) -> None:
         parse_solver_mix(self.solver_mix)  # a bad mix is refused when the config is made
+        if self.misspelt_from not in MISSPELT_FROM:
+            raise ValueError(
+                f"misspelt_from must be one of {', '.join(MISSPELT_FROM)}, "
+                f"got {self.misspelt_from!r}"
+            )
         if self.recall_teacher not in RECALL_TEACHERS:
             raise ValueError(
                 f"recall_teacher must be one of {', '.join(RECALL_TEACHERS)}, "
@@ -224,7 +238,11 @@ def generate_sft(
             before = history[:refuse_at]
             repeat = cfg.repeat_share > 0 and refuse_at > 0 and rng.random() < cfg.repeat_share
             kind = "repeat" if repeat else "misspelt"
-            word = rng.choice(before)[0] if repeat else _misspelt(words, history[refuse_at][0], rng)
+            if repeat:
+                word = rng.choice(before)[0]
+            else:
+                near = history[refuse_at][0] if cfg.misspelt_from == "next" else rng.choice(train)
+                word = _misspelt(words, near, rng)
             text, msg = _refused_move(style, words, before, word)
             history.insert(refuse_at, (text, None, msg))
             reasons.insert(refuse_at, ("refused", None))
