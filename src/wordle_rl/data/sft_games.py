@@ -134,16 +134,11 @@ class SftConfig:
 
     def __post_init__(self) -> None:
         parse_solver_mix(self.solver_mix)  # a bad mix is refused when the config is made
-        if self.misspelt_from not in MISSPELT_FROM:
-            raise ValueError(
-                f"misspelt_from must be one of {', '.join(MISSPELT_FROM)}, "
-                f"got {self.misspelt_from!r}"
-            )
-        if self.recall_teacher not in RECALL_TEACHERS:
-            raise ValueError(
-                f"recall_teacher must be one of {', '.join(RECALL_TEACHERS)}, "
-                f"got {self.recall_teacher!r}"
-            )
+        choices_of = {"misspelt_from": MISSPELT_FROM, "recall_teacher": RECALL_TEACHERS}
+        for name, choices in choices_of.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
