@@ -12,9 +12,6 @@ Five styles, each producing chat messages ready for ``tokenizer.apply_chat_templ
   games with it than with ``xml``.
 - ``plain``: each user turn is a plain-English summary of everything known so far; answers as in
   ``xml``.
-- ``known``: as ``xml``, with one more line per feedback: the letters known by position and the
-  letters known to be elsewhere (``Known: _ _ _ _ E, with R.``), five slots that show the word's
-  length at every turn.
 - ``spelled``: feedback as in ``tiles``, and the guess written letter by letter
   (``<guess>c r a n e</guess>``), so that a BPE model writes one token per letter, each lined up
   with its tile, instead of a whole word as one token whose spelling it must recall.
@@ -47,14 +44,13 @@ __all__ = [
     "format_answer",
     "render_conversation",
     "tile_line",
-    "known_line",
     "Turn",
     "TILE_MARKS",
     "DEFAULT_STYLE",
     "detect_style",
 ]
 
-STYLES = ("xml", "tiles", "brackets", "plain", "spelled", "known")
+STYLES = ("xml", "tiles", "brackets", "plain", "spelled")
 # The default of every command and config: the embedded default model wins more held-out games with
 # each tile written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
@@ -253,36 +249,13 @@ def feedback_message(
             f"[{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{' '.join(_marks(guess, pattern))}"
             f"\n\n{_left(style, turns_used)}"
         )
-    elif style.name in ("xml", "known"):
-        text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n"
-        if style.name == "known":
-            text += known_line(history, style.length) + "\n"
-        text += _left(style, turns_used)
+    elif style.name == "xml":
+        text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
     elif style.tile_feedback:
         text = "\n".join([tile_line(guess, pattern), _left(style, turns_used)])
     else:
         text = _plain_summary(style, history, turns_used)
     return text + _hint(style, n_candidates)
-
-
-def known_line(history: list[tuple[str, int]], length: int = 5) -> str:
-    """The ``known`` style's summary: each position's letter where a G fixed it (``_`` where
-    none did), then the letters the word holds elsewhere, as many times as it holds them.
-
-    >>> from wordle_rl.engine.game import score
-    >>> known_line([("crane", score("crane", "shire"))])
-    'Known: _ _ _ _ E, with R.'
-    >>> known_line([("crane", score("crane", "shire")), ("shine", score("shine", "shire"))])
-    'Known: S H I _ E, with R.'
-    >>> known_line([("eerie", score("eerie", "geese"))])
-    'Known: _ E _ _ E, with E.'
-    """
-    k = Knowledge.from_history(history, length)
-    slots = " ".join(k.fixed.get(i, "_").upper() for i in range(length))
-    placed = list(k.fixed.values())
-    extra = [c.upper() * (k.min_count[c] - placed.count(c)) for c in k.present]
-    elsewhere = "".join(x for x in extra)
-    return f"Known: {slots}" + (f", with {', '.join(elsewhere)}." if elsewhere else ".")
 
 
 def tile_line(guess: str, pattern: int) -> str:
@@ -363,7 +336,6 @@ def render_conversation(
 
 _FEEDBACK_RE = {
     "tiles": re.compile(r"[A-Z]:[GYX]( [A-Z]:[GYX])*\n"),
-    "known": re.compile(r"[A-Z]+ -> [GYX]( [GYX])*\nKnown: "),
     "xml": re.compile(r"[A-Z]+ -> [GYX]( [GYX])*\n"),
     "brackets": re.compile(r"You submitted \["),
     "plain": re.compile(r"Your guess [A-Z]+ got "),
