@@ -13,6 +13,7 @@ from wordle_rl.data.rl_rows import RlConfig, generate_rl
 from wordle_rl.data.sft_games import SftConfig, generate_sft
 from wordle_rl.data.splits import check_leakage, make_splits
 from wordle_rl.engine.game import pattern_to_str, score
+from wordle_rl.environment.parser import parse
 from wordle_rl.environment.prompts import PromptStyle, render_conversation
 from wordle_rl.evaluation.audit import TrainingIndex, audit_games, audit_summary, state_key
 
@@ -246,6 +247,21 @@ def test_eval_cli_audits_against_training_data(splits, words, tmp_path):
     assert all("audit" in m for g in games for m in g["moves"])
     assert "Training-overlap audit" in (out / "report.md").read_text()
     assert "training-overlap audit" in r.output
+    # the games split by whether a trained move of the data writes their answer
+    trained = {
+        parse(m["content"], "tiles").guess
+        for row in rows
+        for m in row["messages"]
+        if m["role"] == "assistant" and m.get("train", True)
+    }
+    by = a["by_answer"]
+    written = [g for g in games if g["answer"] in trained]
+    assert by["written"]["games"] == len(written) and 0 < len(written) < 20
+    assert by["never_written"]["games"] == 20 - len(written)
+    assert by["written"]["wins"] == sum(g["won"] for g in written)
+    assert by["written"]["wins"] + by["never_written"]["wins"] == res["metrics"]["wins"]
+    assert by["written"]["moves"] + by["never_written"]["moves"] == res["metrics"]["moves"]
+    assert "| written as a guess | " in (out / "report.md").read_text()
     r = CliRunner().invoke(app, ["compare", str(out)])
     assert r.exit_code == 0 and "training-overlap audit" in r.output
     r = CliRunner().invoke(

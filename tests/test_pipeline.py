@@ -171,6 +171,17 @@ def test_quick_pipeline_end_to_end(tmp_path):
                 assert audit_row.startswith(
                     f"| {name} | {res['decode']} | {c['wins']} of {c['games']} |"
                 )
+                by = a["by_answer"]
+                assert by["written"]["games"] + by["never_written"]["games"] == 12
+                assert by["written"]["games"] == sum(
+                    json.loads(line)["audit"]["answer_imitated"]
+                    for line in (out / "eval" / split / name / "games.jsonl").open()
+                    if '"split": "train-sample"' not in line
+                )
+                w = by["written"]
+                assert f"| {name} | {res['decode']} | written as a guess | {w['games']} | " in (
+                    section
+                )
         assert "Training-overlap audit" in section
         # both models asked at the SFT model's recall states: greedy SFT writes the answer
         # exactly where its own free game did

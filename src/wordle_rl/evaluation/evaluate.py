@@ -354,7 +354,8 @@ def run_eval(
     """Play, measure, and write ``results.json``, ``games.jsonl`` and ``report.md`` to ``out``.
 
     With ``index`` (what the model was trained on) every game is audited
-    (:mod:`wordle_rl.evaluation.audit`): ``results.json`` gets ``audit`` and each game in
+    (:mod:`wordle_rl.evaluation.audit`): ``results.json`` gets ``audit`` (``by_answer``: metrics
+    of the games whose answer is a trained guess somewhere, and of the rest), and each game in
     ``games.jsonl`` says which of its moves replay an imitated state."""
     ctx = RewardContext(words).warm_up()
     style = PromptStyle(cfg.style or DEFAULT_STYLE, think=bool(cfg.think))
@@ -374,6 +375,10 @@ def run_eval(
     if index is not None:
         audit_games(games, index, words)
         result["audit"] = audit_summary(games, index)
+        result["audit"]["by_answer"] = {
+            key: metrics([g for g in games if g["audit"]["answer_imitated"] is written])
+            for key, written in (("written", True), ("never_written", False))
+        }
     train_games = []
     if cfg.train_sample and train_answers:
         sample = random.Random(cfg.seed).sample(

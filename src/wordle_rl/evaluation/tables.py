@@ -14,6 +14,8 @@ __all__ = [
     "summary_cells",
     "AUDIT_COLUMNS",
     "audit_cells",
+    "BY_ANSWER_COLUMNS",
+    "by_answer_cells",
     "report_markdown",
 ]
 
@@ -85,6 +87,41 @@ def audit_cells(result: dict) -> list[str]:
     ]
 
 
+BY_ANSWER_COLUMNS = (
+    "answer in the training data",
+    "games",
+    "wins (95 % CI)",
+    "format err",
+    "invalid word",
+    "repeated",
+)
+
+
+def by_answer_cells(result: dict) -> list[list[str]]:
+    """Two rows of the audit's ``by_answer`` metrics (none when the run has no audit), in the
+    order of :data:`BY_ANSWER_COLUMNS`: the games whose answer the training data writes as a
+    trained guess somewhere, then the games whose answer it never writes."""
+    by = result.get("audit", {}).get("by_answer")
+    if by is None:
+        return []
+    rows = []
+    for key, label in (("written", "written as a guess"), ("never_written", "never written")):
+        m = by[key]
+        lo, hi = m["win_rate_ci95"]
+        ci = f" ({fmt_pct(lo)}–{fmt_pct(hi)})" if m["games"] else ""
+        rows.append(
+            [
+                label,
+                str(m["games"]),
+                f"{m['wins']}{ci}",
+                fmt_pct(m["format_error_rate"]),
+                fmt_pct(m["invalid_word_rate"]),
+                fmt_pct(m["repeated_guess_rate"]),
+            ]
+        )
+    return rows
+
+
 def report_markdown(result: dict, games: list[dict]) -> str:
     m = result["metrics"]
     lo, hi = m["win_rate_ci95"]
@@ -129,6 +166,15 @@ def report_markdown(result: dict, games: list[dict]) -> str:
             "|---" * len(AUDIT_COLUMNS) + "|",
             "| " + " | ".join(audit_cells(result)) + " |",
         ]
+        if "by_answer" in a:
+            lines += [
+                "",
+                "The games by whether the training data writes their answer (moves' rates):",
+                "",
+                "| " + " | ".join(BY_ANSWER_COLUMNS) + " |",
+                "|---" * len(BY_ANSWER_COLUMNS) + "|",
+                *("| " + " | ".join(row) + " |" for row in by_answer_cells(result)),
+            ]
     lines += ["", "## Sample games", ""]
     for g in games[:5]:
         row = " ".join(f"{mv['guess'] or '∅'}:{mv['pattern'] or mv['error']}" for mv in g["moves"])
