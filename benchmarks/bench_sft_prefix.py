@@ -5,7 +5,7 @@ Run on an idle machine, with a model folder such as the converted SmolLM2:
 
     wordle-rl init-model models/smollm2 --from smollm2-135m-instruct
     python benchmarks/bench_sft_prefix.py --model models/smollm2 [--batches 4] [--batch 8] \\
-        [--style xml] [--lora-layers 0] [--full] [--threads 2]
+        [--style xml] [--lora-layers 0] [--full] [--threads 2] [--cpu-bf16]
 
 On a CUDA machine the model, the batches and the timing move to the GPU, under bf16 autocast as the
 trainer computes there (`--full` trains every weight, as the `smollm2-gpu` preset does).
@@ -59,6 +59,12 @@ def main() -> None:
     )
     ap.add_argument("--full", action="store_true", help="Train every weight, not LoRA adapters.")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--cpu-bf16",
+        action="store_true",
+        help="On a CPU, bf16 autocast over fp32 weights, as bf16_where_native trains where the CPU "
+        "computes bf16 natively (fp32 without it).",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,7 +87,10 @@ def main() -> None:
         model, tok = load_model(args.model, dtype=weights_dtype(cfg), threads=args.threads)
         model = add_lora(model, cfg)
         cuda = model.device.type == "cuda"
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+        if cuda or args.cpu_bf16:
+            autocast = torch.autocast(model.device.type, dtype=torch.bfloat16)
+        else:
+            autocast = nullcontext()
         trainer = WordleSFTTrainer(
             model=model, args=cfg, train_dataset=load_sft_dataset(data), processing_class=tok
         )
