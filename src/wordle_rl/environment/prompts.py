@@ -1,6 +1,6 @@
 """The one prompt renderer shared by data generation, training and evaluation.
 
-Six styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
+Five styles, each producing chat messages ready for ``tokenizer.apply_chat_template``:
 
 - ``xml``: the model answers ``<think>...</think><guess>word</guess>`` (or ``<guess>word</guess>``
   with ``think=False``); feedback is one line per turn (``CRANE -> G X Y X X``).
@@ -15,9 +15,6 @@ Six styles, each producing chat messages ready for ``tokenizer.apply_chat_templa
 - ``spelled``: feedback as in ``tiles``, and the guess written letter by letter
   (``<guess>c r a n e</guess>``), so that a BPE model writes one token per letter, each lined up
   with its tile, instead of a whole word as one token whose spelling it must recall.
-- ``word``: as ``xml``, with a space before the guess (``<guess> crane</guess>``), so that a BPE
-  model writes it with the tokens of a word in running text, which it learned in pretraining
-  (SmolLM2: `` crane`` is one token; ``crane`` right after ``>`` is ``cr``, ``ane``).
 
     >>> style = PromptStyle("xml", think=False)
     >>> msgs = render_conversation(style, [("crane", 0)])
@@ -53,7 +50,7 @@ __all__ = [
     "detect_style",
 ]
 
-STYLES = ("xml", "tiles", "brackets", "plain", "spelled", "word")
+STYLES = ("xml", "tiles", "brackets", "plain", "spelled")
 # The default of every command and config: the embedded default model wins more held-out games with
 # each tile written as letter and mark together (docs/results.md). Hub LLMs may prefer "xml".
 DEFAULT_STYLE = "tiles"
@@ -95,12 +92,10 @@ class PromptStyle:
     def written(self, guess: str) -> str:
         """``guess`` as this style writes it inside its answer.
 
-        >>> [PromptStyle(s).written("crane") for s in ("spelled", "xml", "word")]
-        ['c r a n e', 'crane', ' crane']
+        >>> PromptStyle("spelled").written("crane"), PromptStyle("xml").written("crane")
+        ('c r a n e', 'crane')
         """
-        if self.spelled:
-            return " ".join(guess)
-        return " " + guess if self.name == "word" else guess
+        return " ".join(guess) if self.spelled else guess
 
     @property
     def guess_tags(self) -> tuple[str, str]:
@@ -214,7 +209,7 @@ def system_prompt(style: PromptStyle) -> str:
     answer = (
         "your guess letter by letter, separated by spaces, as <guess>c r a n e</guess>,"
         if style.spelled
-        else f"your guess as <guess>{style.written('word')}</guess>"
+        else "your guess as <guess>word</guess>"
     )
     if style.uses_think:
         return rules + (
@@ -254,7 +249,7 @@ def feedback_message(
             f"[{guess}].\nFeedback:\n{' '.join(guess.upper())}\n{' '.join(_marks(guess, pattern))}"
             f"\n\n{_left(style, turns_used)}"
         )
-    elif style.name in ("xml", "word"):
+    elif style.name == "xml":
         text = f"{guess.upper()} -> {' '.join(_marks(guess, pattern))}\n{_left(style, turns_used)}"
     elif style.tile_feedback:
         text = "\n".join([tile_line(guess, pattern), _left(style, turns_used)])
@@ -348,7 +343,6 @@ _FEEDBACK_RE = {
 
 
 _SPELLED_GUESS = re.compile(r"<guess>[a-z]( [a-z])+</guess>")
-_WORD_GUESS = re.compile(r"<guess> [a-z]+</guess>")
 
 
 def detect_style(conversations) -> tuple[str, bool] | None:
@@ -363,8 +357,6 @@ def detect_style(conversations) -> tuple[str, bool] | None:
     (('xml', False), None)
     >>> detect_style([render_conversation(PromptStyle("spelled"), [("crane", 0)])])
     ('spelled', True)
-    >>> detect_style([render_conversation(PromptStyle("word", think=False), [("crane", 0)])])
-    ('word', False)
     """
     for messages in conversations:
         think = any(m["role"] == "assistant" and "<think>" in m["content"] for m in messages)
@@ -374,7 +366,5 @@ def detect_style(conversations) -> tuple[str, bool] | None:
                     if pattern.match(m["content"]):
                         if name == "tiles" and _SPELLED_GUESS.search(before["content"]):
                             name = "spelled"
-                        if name == "xml" and _WORD_GUESS.search(before["content"]):
-                            name = "word"
                         return name, think
     return None

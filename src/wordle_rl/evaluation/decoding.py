@@ -54,7 +54,7 @@ class GuessConstraint:
         self.prompt_len = prompt_len
         self.prefix_sets = prefix_sets
         self.eos = tokenizer.eos_token_id
-        spaces = " " if " " in style.written("ab") else ""  # the spelled and word styles
+        spaces = " " if style.spelled else ""
         chars = frozenset("abcdefghijklmnopqrstuvwxyz" + spaces + self.close + self.open)
         self.cands = _spelling_tokens(tokenizer, chars)
 
