@@ -108,12 +108,12 @@ def by_answer_cells(result: dict) -> list[list[str]]:
     for key, label in (("written", "written as a guess"), ("never_written", "never written")):
         m = by[key]
         lo, hi = m["win_rate_ci95"]
-        ci = f" ({fmt_pct(lo)}–{fmt_pct(hi)})" if m["games"] else ""
+        rate = f", {fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})" if m["games"] else ""
         rows.append(
             [
                 label,
                 str(m["games"]),
-                f"{m['wins']}{ci}",
+                f"{m['wins']}{rate}",
                 fmt_pct(m["format_error_rate"]),
                 fmt_pct(m["invalid_word_rate"]),
                 fmt_pct(m["repeated_guess_rate"]),
