@@ -16,6 +16,7 @@ __all__ = [
     "audit_cells",
     "BY_ANSWER_COLUMNS",
     "by_answer_cells",
+    "by_answer_lines",
     "report_markdown",
 ]
 
@@ -122,6 +123,24 @@ def by_answer_cells(result: dict) -> list[list[str]]:
     return rows
 
 
+def by_answer_lines(runs: list[tuple[list[str], dict]], lead: list[str]) -> list[str]:
+    """The markdown table of :func:`by_answer_cells` for ``runs`` (each: its leading cells, under
+    the ``lead`` columns, and its ``results.json``); no lines when no run has the split."""
+    rows = [cells + row for cells, result in runs for row in by_answer_cells(result)]
+    if not rows:
+        return []
+    columns = [*lead, *BY_ANSWER_COLUMNS]
+    return [
+        "",
+        "The games by whether the training data writes their answer as a trained guess somewhere "
+        "(format errors, invalid words and repeats are shares of those games' moves):",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|---" * len(columns) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
 def report_markdown(result: dict, games: list[dict]) -> str:
     m = result["metrics"]
     lo, hi = m["win_rate_ci95"]
@@ -166,15 +185,7 @@ def report_markdown(result: dict, games: list[dict]) -> str:
             "|---" * len(AUDIT_COLUMNS) + "|",
             "| " + " | ".join(audit_cells(result)) + " |",
         ]
-        if "by_answer" in a:
-            lines += [
-                "",
-                "The games by whether the training data writes their answer (moves' rates):",
-                "",
-                "| " + " | ".join(BY_ANSWER_COLUMNS) + " |",
-                "|---" * len(BY_ANSWER_COLUMNS) + "|",
-                *("| " + " | ".join(row) + " |" for row in by_answer_cells(result)),
-            ]
+        lines += by_answer_lines([([], result)], [])
     lines += ["", "## Sample games", ""]
     for g in games[:5]:
         row = " ".join(f"{mv['guess'] or '∅'}:{mv['pattern'] or mv['error']}" for mv in g["moves"])

@@ -11,10 +11,9 @@ from wordle_rl.engine.game import pattern_to_emoji, str_to_pattern
 from wordle_rl.engine.storage import write_atomic
 from wordle_rl.evaluation.tables import (
     AUDIT_COLUMNS,
-    BY_ANSWER_COLUMNS,
     SUMMARY_COLUMNS,
     audit_cells,
-    by_answer_cells,
+    by_answer_lines,
     fmt_pct,
     summary_cells,
 )
@@ -61,22 +60,9 @@ def _audit_lines(runs: list[tuple[str, dict]]) -> list[str]:
         "|---" * (2 + len(AUDIT_COLUMNS)) + "|",
     ]
     lines += ["| " + " | ".join([name, r["decode"], *audit_cells(r)]) + " |" for name, r in audited]
-    split = [(name, r, by_answer_cells(r)) for name, r in audited]
-    if any(rows for _, _, rows in split):
-        lines += [
-            "",
-            "The same games by whether the training data writes their answer as a trained guess "
-            "somewhere (the refusals are shares of those games' moves):",
-            "",
-            "| " + " | ".join(["policy", "decoding", *BY_ANSWER_COLUMNS]) + " |",
-            "|---" * (2 + len(BY_ANSWER_COLUMNS)) + "|",
-        ]
-        lines += [
-            "| " + " | ".join([name, r["decode"], *row]) + " |"
-            for name, r, rows in split
-            for row in rows
-        ]
-    return lines
+    return lines + by_answer_lines(
+        [([name, r["decode"]], r) for name, r in audited], ["policy", "decoding"]
+    )
 
 
 def _paired_lines(eval_dir: Path, runs: list[tuple[str, dict]], cfg) -> list[str]:
