@@ -264,6 +264,7 @@ def test_eval_cli_audits_against_training_data(splits, words, tmp_path):
     assert "| written as a guess | " in (out / "report.md").read_text()
     r = CliRunner().invoke(app, ["compare", str(out)])
     assert r.exit_code == 0 and "training-overlap audit" in r.output
+    assert "the same games by whether the training data writes the answer" in r.output
     r = CliRunner().invoke(
         app,
         [

@@ -156,8 +156,10 @@ def eval_cmd(
 def _print_results(results: list[dict], names: list[str] | None = None) -> None:
     from wordle_rl.evaluation.tables import (
         AUDIT_COLUMNS,
+        BY_ANSWER_COLUMNS,
         SUMMARY_COLUMNS,
         audit_cells,
+        by_answer_cells,
         summary_cells,
     )
 
@@ -183,6 +185,14 @@ def _print_results(results: list[dict], names: list[str] | None = None) -> None:
                 *audit_cells(r),
             )
         console.print(table)
+        split = [(name, row) for name, r in audited for row in by_answer_cells(r)]
+        if split:
+            table = Table(title="the same games by whether the training data writes the answer")
+            for col in ("run", *BY_ANSWER_COLUMNS):
+                table.add_column(col)
+            for name, row in split:
+                table.add_row(name, *row)
+            console.print(table)
 
 
 @app.command()
