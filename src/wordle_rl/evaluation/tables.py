@@ -25,6 +25,16 @@ def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f} %"
 
 
+def fmt_win_rate(m: dict) -> str:
+    """A metrics dict's win rate with its 95 % interval.
+
+    >>> fmt_win_rate({"win_rate": 0.5, "win_rate_ci95": [0.25, 0.75]})
+    '50.0 % (25.0 %–75.0 %)'
+    """
+    lo, hi = m["win_rate_ci95"]
+    return f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})"
+
+
 SUMMARY_COLUMNS = (
     "win rate (95 % CI)",
     "mean guesses (wins)",
@@ -41,10 +51,9 @@ def summary_cells(result: dict) -> list[str]:
     """The headline metrics of one ``results.json``, formatted, in the order of
     :data:`SUMMARY_COLUMNS`."""
     m = result["metrics"]
-    lo, hi = m["win_rate_ci95"]
     tr = result.get("train_sample_metrics")
     return [
-        f"{fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})",
+        fmt_win_rate(m),
         f"{m['mean_guesses_on_wins']:.3f}" if m["mean_guesses_on_wins"] else "-",
         "/".join(str(v) for v in m["histogram"].values()),
         fmt_pct(m["format_error_rate"]),
@@ -76,8 +85,7 @@ def audit_cells(result: dict) -> list[str]:
         return f"{c[cls]['wins']} of {c[cls]['games']}"
 
     new = c["endgame_new"]
-    lo, hi = new["win_rate_ci95"]
-    rate = f"{fmt_pct(new['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)}), " if new["games"] else ""
+    rate = f"{fmt_win_rate(new)}, " if new["games"] else ""
     share = f" ({fmt_pct(a['winning_moves_imitated_share'])})" if a["wins"] else ""
     return [
         wins("endgame_imitated"),
@@ -108,8 +116,7 @@ def by_answer_cells(result: dict) -> list[list[str]]:
     rows = []
     for key, label in (("written", "written as a guess"), ("never_written", "never written")):
         m = by[key]
-        lo, hi = m["win_rate_ci95"]
-        rate = f", {fmt_pct(m['win_rate'])} ({fmt_pct(lo)}–{fmt_pct(hi)})" if m["games"] else ""
+        rate = f", {fmt_win_rate(m)}" if m["games"] else ""
         rows.append(
             [
                 label,
