@@ -34,7 +34,7 @@ import torch
 from scipy.stats import binomtest
 
 from wordle_rl.data.splits import Splits, make_splits
-from wordle_rl.engine.words import load_word_lists
+from wordle_rl.engine.words import encode_words, load_word_lists, pattern_mask
 from wordle_rl.evaluation.stats import read_games
 from wordle_rl.models.adapters import LoraFields, add_lora
 from wordle_rl.models.embedded import eval_mode, load_model
@@ -89,7 +89,9 @@ def complete(model, tok, patterns: list[str], batch: int) -> list[str]:
 def score(words, answers: list[str], patterns: list[str], got: list[str]) -> list[dict]:
     rows = []
     for answer, pat, word in zip(answers, patterns, got):
-        fits = words.is_allowed(word) and all(s in ("_", c) for s, c in zip(pat.split(), word))
+        fits = words.is_allowed(word) and bool(
+            pattern_mask(encode_words([word]), pat.replace(" ", ""))[0]
+        )
         rows.append(
             {
                 "answer": answer,
