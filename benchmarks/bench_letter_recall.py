@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 import torch
-from scipy.stats import binomtest
 
 from wordle_rl.data.splits import Splits, make_splits
 from wordle_rl.engine.words import encode_words, load_word_lists, pattern_mask
+from wordle_rl.evaluation.recall_probe import greedy_discordance
 from wordle_rl.evaluation.stats import read_games
 from wordle_rl.models.adapters import LoraFields, add_lora
 from wordle_rl.models.embedded import eval_mode, load_model
@@ -113,13 +113,8 @@ def paired(mine: list[dict], theirs: list[dict]) -> dict:
     """Per count, the answers only this run gets and only the other does, and McNemar's exact p."""
     out = {}
     for key in ("fits", "exact"):
-        a = sum(x[key] and not y[key] for x, y in zip(mine, theirs))
-        b = sum(y[key] and not x[key] for x, y in zip(mine, theirs))
-        out[key] = {
-            "this_only": a,
-            "other_only": b,
-            "p": binomtest(a, a + b).pvalue if a + b else 1.0,
-        }
+        a, b, p = greedy_discordance([r[key] for r in mine], [r[key] for r in theirs])
+        out[key] = {"this_only": a, "other_only": b, "p": p}
     return out
 
 
