@@ -26,7 +26,7 @@ import numpy as np
 from wordle_rl.environment.env import EnvConfig, WordleEnv
 from wordle_rl.environment.prompts import PromptStyle, format_answer
 from wordle_rl.environment.rewards import RewardContext
-from wordle_rl.evaluation.stats import read_games
+from wordle_rl.evaluation.stats import mcnemar_p, read_games
 
 __all__ = [
     "RecallState",
@@ -124,14 +124,11 @@ def greedy_discordance(first: list[bool], second: list[bool]) -> tuple[int, int,
     >>> greedy_discordance([True, True, False, False], [True, False, True, True])
     (1, 2, 1.0)
     """
-    from scipy.stats import binomtest
-
     if len(first) != len(second):
         raise ValueError(f"{len(first)} states against {len(second)}: probe the same games")
     only_a = sum(a and not b for a, b in zip(first, second))
     only_b = sum(b and not a for a, b in zip(first, second))
-    p = float(binomtest(only_b, only_a + only_b).pvalue) if only_a + only_b else 1.0
-    return only_a, only_b, p
+    return only_a, only_b, mcnemar_p(only_a, only_b)
 
 
 def probe_models(models: list[str | Path], games_path: str | Path, threads: int = 2) -> dict:

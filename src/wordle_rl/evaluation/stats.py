@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["wilson", "paired_comparison", "read_games"]
+__all__ = ["wilson", "mcnemar_p", "paired_comparison", "read_games"]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -27,6 +27,18 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
     return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def mcnemar_p(only_a: int, only_b: int) -> float:
+    """The exact McNemar p of a paired split: a two-sided binomial test on the discordant pairs,
+    ``only_a`` won (or right) under the first only and ``only_b`` under the second only.
+
+    >>> round(mcnemar_p(0, 7), 4), mcnemar_p(2, 3), mcnemar_p(0, 0)
+    (0.0156, 1.0, 1.0)
+    """
+    from scipy.stats import binomtest
+
+    return float(binomtest(only_b, only_a + only_b).pvalue) if only_a + only_b else 1.0
 
 
 def read_games(run: str | Path, split: str | None = None) -> list[dict]:
@@ -53,7 +65,7 @@ def paired_comparison(games_a: list[dict], games_b: list[dict], max_turns: int =
     >>> (r["only_a"], r["only_b"], r["mcnemar_p"], round(r["mean_guesses_diff"], 3))
     (0, 1, 1.0, -2.0)
     """
-    from scipy.stats import binomtest, wilcoxon
+    from scipy.stats import wilcoxon
 
     by_a, by_b = {g["answer"]: g for g in games_a}, {g["answer"]: g for g in games_b}
     if set(by_a) != set(by_b) or len(by_a) != len(games_a) or len(by_b) != len(games_b):
@@ -78,7 +90,7 @@ def paired_comparison(games_a: list[dict], games_b: list[dict], max_turns: int =
         "wins_b": sum(by_b[w]["won"] for w in answers),
         "only_a": only_a,
         "only_b": only_b,
-        "mcnemar_p": float(binomtest(only_b, only_a + only_b).pvalue) if only_a + only_b else 1.0,
+        "mcnemar_p": mcnemar_p(only_a, only_b),
         "mean_guesses_a": sum(ga) / n,
         "mean_guesses_b": sum(gb) / n,
         "mean_guesses_diff": sum(diffs) / n,

@@ -150,7 +150,6 @@ def by_answer_lines(runs: list[tuple[list[str], dict]], lead: list[str]) -> list
 
 def report_markdown(result: dict, games: list[dict]) -> str:
     m = result["metrics"]
-    lo, hi = m["win_rate_ci95"]
     lines = [
         f"# Evaluation: {result['policy']} ({result['decode']} decoding) on the {result['split']} "
         f"split",
@@ -158,7 +157,7 @@ def report_markdown(result: dict, games: list[dict]) -> str:
         "| metric | value |",
         "|---|---|",
         f"| games | {m['games']} |",
-        f"| win rate | {fmt_pct(m['win_rate'])} (95 % CI {fmt_pct(lo)}–{fmt_pct(hi)}) |",
+        f"| win rate (95 % CI) | {fmt_win_rate(m)} |",
         f"| mean guesses on wins | {m['mean_guesses_on_wins'] or '-'} |",
         f"| histogram (1..6, X) | {' / '.join(str(v) for v in m['histogram'].values())} |",
         f"| format-error rate (per move) | {fmt_pct(m['format_error_rate'])} |",
