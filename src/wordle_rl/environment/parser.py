@@ -131,8 +131,9 @@ def parse(
             None, "not_alpha", f"{raw.strip()[:40]!r} must contain letters a-z only", fmt, raw
         )
     if len(w) != length:
+        letters = "letter" if len(w) == 1 else "letters"
         return ParseResult(
-            None, "wrong_length", f"{w[:40]!r} has {len(w)} letters, not {length}", fmt, raw
+            None, "wrong_length", f"{w[:40]!r} has {len(w)} {letters}, not {length}", fmt, raw
         )
     if words is not None and not words.is_allowed(w):
         return ParseResult(None, "not_in_word_list", f"{w!r} is not in the word list", fmt, raw)
