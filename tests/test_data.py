@@ -370,28 +370,6 @@ def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, w
         generate_rl(splits, RlConfig(rows=2, wide_share=1.5, think=True), words)
 
 
-def test_wide_sft_games_play_outside_words_from_the_teachers_opener(splits, words):
-    cfg = SftConfig(
-        games=40, seed=5, think=False, solver_mix="ranked:1", recall_share=0.25, wide_share=0.5
-    )
-    rows = generate_sft(splits, cfg, words)
-    wide = [r for r in rows if r["solver"] == "wide"]
-    train = [r for r in rows if r["split"] == "train"]
-    assert 5 < len(wide) < 25 and len(wide) + len(train) == 30
-    opener = RankedSolver(words).guess([])
-    for r in wide:
-        assert r["split"] == "outside" and not words.is_answer(r["answer"])
-        hist = [(g, str_to_pattern(p)) for g, p in r["history"]]
-        assert hist[0][0] == opener and all(score(g, r["answer"]) == p for g, p in hist)
-        # after the opener every guess fits all the feedback before it, over every allowed word
-        for t in range(1, len(hist)):
-            assert all(score(g, hist[t][0]) == p for g, p in hist[:t])
-    assert any(r["won"] for r in wide)
-    validate_rows(rows, "sft", words, allow_outside=True)
-    with pytest.raises(DataError, match="wide_share"):
-        generate_sft(splits, SftConfig(games=2, wide_share=1.5, think=False), words)
-
-
 def test_rl_rows(splits, words):
     rows = generate_rl(
         splits,

@@ -17,7 +17,7 @@ from pathlib import Path
 from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
 from wordle_rl.data.recall import recall_games
 from wordle_rl.data.splits import Splits, check_protocol
-from wordle_rl.data.traces import outside_targets, play_traced, strong_openers
+from wordle_rl.data.traces import play_traced, strong_openers
 from wordle_rl.engine.game import pattern_to_str
 from wordle_rl.engine.solvers import SOLVERS, EntropySolver, make_solver
 from wordle_rl.engine.words import WordList, load_word_lists
@@ -122,15 +122,6 @@ class SftConfig:
             "where it writes W (the path that teacher takes on W)."
         },
     )
-    wide_share: float = field(
-        default=0.0,
-        metadata={
-            "help": "Share of the games (other than recall games) played on an allowed word "
-            "outside the answer list (never a val or test answer), from the teacher's opener, "
-            "then by the candidate solver over every allowed word: the model writes words that "
-            "fit the feedback beyond the answer list."
-        },
-    )
     protocol: str = field(
         default="open",
         metadata={
@@ -189,7 +180,6 @@ def generate_sft(
     check_share("recall_share", cfg.recall_share)
     check_share("repeat_share", cfg.repeat_share)
     check_share("random_second_share", cfg.random_second_share)
-    outside, wide = outside_targets(words, cfg.wide_share)
     check_protocol(cfg.protocol)
     held_out = splits.held_out() if cfg.protocol == "strict" else set()
     entropy = EntropySolver(words)
@@ -214,10 +204,7 @@ def generate_sft(
         solver = solvers[rng.choices(names, weights)[0]]
         r = rng.random()
         first, random_second = None, False
-        if wide is not None and rng.random() < cfg.wide_share:
-            answer, first = rng.choice(outside), ("opener", solver.guess([], rng))
-            solver = wide
-        elif solver.name != "search":  # the search solver plays clean games from its own opener
+        if solver.name != "search":  # the search solver plays clean games from its own opener
             if r < cfg.random_first_share:
                 first = ("random_first", rng.choice(words.allowed))
             elif r < cfg.random_first_share + cfg.opener_share or solver.name == "random":
@@ -274,8 +261,8 @@ def generate_sft(
             {
                 "messages": messages,
                 "answer": answer,
-                "split": "outside" if solver is wide else "train",
-                "solver": "wide" if solver is wide else solver.name,
+                "split": "train",
+                "solver": solver.name,
                 "start": first[0] if first else "solver",
                 "random_second": random_second,
                 "refused_at": refuse_at,
