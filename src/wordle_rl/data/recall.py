@@ -2,13 +2,10 @@
 
     wordle-rl data sft --recall-share 0.2
 
-A recall game teaches an answer word W as a move: its guesses are a teacher's on W's feedback, and
-it stops right after the teacher writes W, before W's own feedback. Its target, which only that
-unseen feedback would reveal, is never a val or test answer: an allowed word outside the answer
-list (or, with a stand-in list, a train answer) that gives every earlier guess W's feedback. The
-candidate solver's recall games stop where W is the only answer word that fits; a teacher mix's
-stop where that teacher writes W, the path it takes on W, or, where no other word shares that whole
-path's feedback, after the longest start of the path that one shares, with W written next.
+A recall game plays an allowed word outside the answer list (never a val or test answer) next to an
+answer word W and stops right after the candidate solver writes W, at the moment W is the only
+answer word that fits: the state in which free play must produce a word it was never shown as a
+winning target.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import numpy as np
 
 from wordle_rl.data.files import DataError
 from wordle_rl.data.traces import outside_words, rationale, strong_openers
-from wordle_rl.engine.game import pattern_to_str, score, score_pairs
+from wordle_rl.engine.game import pattern_to_str, score
 from wordle_rl.engine.solvers import CandidateSolver, EntropySolver
 from wordle_rl.engine.words import WordList, encode_words
 from wordle_rl.environment.prompts import PromptStyle, render_conversation
@@ -43,67 +40,6 @@ def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
     return out
 
 
-def _neighbour_game(word, words, entropy, candidate, openers, near, rng, max_turns):
-    """The candidate solver's game on an outside word one or two letters from ``word``, from a
-    strong opener or its own, cut where it writes ``word`` as the only answer word that fits:
-    ``(history, target)``, the target None where ``word`` was ruled out first."""
-    index = words.answer_index[word]
-    target = rng.choice(near)
-    history, found = [], False
-    for turn in range(max_turns):
-        if history:
-            fits = entropy.candidates(history)
-            if index not in fits:
-                return history, None
-            found = len(fits) == 1
-        if found:
-            guess = word
-        elif turn == 0:
-            guess = rng.choice(openers) if rng.random() < 0.5 else candidate.guess([], rng)
-        else:
-            guess = candidate.guess(history, rng)
-        history.append((guess, score(guess, target)))
-        if found:
-            return history, target
-    return history, None
-
-
-def _teacher_path(word, teachers, rng, max_turns, pool, pool_codes):
-    """The path a teacher drawn from ``teachers`` takes on ``word``, up to where it writes it, and a
-    stand-in target from ``pool`` that gives the same feedback to every guess before ``word``:
-    ``(history, target)``, scored against the target. ``word`` itself stands in only where no other
-    word does (a word of ``pool``, so a train answer). Where no word of ``pool`` shares the whole
-    path's feedback, or the teacher needs more than ``max_turns`` guesses, the path is cut after
-    its longest start that another word shares, and ``word`` written next; the target is None where
-    not even the first guess is shared."""
-    teacher = rng.choices(list(teachers), list(teachers.values()))[0]
-    path: list = []
-    for _ in range(max_turns):
-        guess = teacher.guess(path, rng)
-        if guess == word:
-            break
-        path.append((guess, score(guess, word)))
-    reached = len(path) < max_turns
-    fits = np.ones(len(pool), dtype=bool)
-    cut, others = 0, [w for w in pool if w != word]
-    for guess, pattern in path[: max_turns - 1]:
-        fits &= score_pairs(encode_words([guess]), pool_codes) == pattern
-        shared = [pool[j] for j in np.flatnonzero(fits).tolist() if pool[j] != word]
-        if not shared:
-            break
-        cut, others = cut + 1, shared
-    if reached and cut == len(path) and others:
-        target = rng.choice(others)
-    elif reached and word in pool:
-        target = word  # a train answer that no other word stands in for: its own won game
-    elif cut:
-        target = rng.choice(others)
-        path = path[:cut]
-    else:
-        return path, None
-    return [(g, score(g, target)) for g, _ in path + [(word, None)]], target
-
-
 def recall_games(
     words: WordList,
     n: int,
@@ -115,7 +51,6 @@ def recall_games(
     tries: int = 20,
     recalled: list[str] | None = None,
     teachers: dict | None = None,
-    stand_ins: list[str] | None = None,
 ) -> list[dict]:
     """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test
     answer) that is one or two letters away from an answer word W, with the candidate solver (from a
@@ -123,15 +58,13 @@ def recall_games(
     only answer word that fits the feedback.
 
     With ``teachers`` (``{solver: weight}``, the other games' mix) a game's teacher is drawn from
-    them instead and plays W from its own opener, ending where it writes W: the path that teacher
-    takes on W. T is then any word of ``stand_ins`` (default: the allowed words outside the answer
-    list; never a val or test answer, and an answer word among them is taken for a train answer)
-    that gives each earlier guess W's feedback, W itself only where it is the one such word.
+    them instead and plays from its own opener, ending where it writes W: while W fits, T's
+    feedback is W's, so the game is the path that teacher takes on W.
 
     The words W are the whole public answer list (or only the answer words in ``recalled``: the
     strict protocol passes the train split) in an order shuffled with ``seed``, taken in turn, every
-    word alike; a word is passed over when ``tries`` games all fail to reach it with a target T.
-    The state is the one where free play loses held-out answers: the other games, all on train
+    word alike; a word is passed over when ``tries`` games all rule it out before it is the only
+    fit. The state is the one where free play loses held-out answers: the other games, all on train
     answers, never reach a state where a held-out word is the only answer that fits.
 
     >>> from wordle_rl.engine.words import load_word_lists
@@ -143,16 +76,11 @@ def recall_games(
     if n == 0:
         return []
     entropy = entropy or EntropySolver(words)
+    candidate = CandidateSolver(words)
+    openers = openers or strong_openers(entropy, 12)
+    near = _outside_neighbours(words)
     keep = set(recalled) if recalled is not None else None
-    if teachers:
-        order = [w for w in words.answers if keep is None or w in keep]
-        pool = list(stand_ins) if stand_ins is not None else outside_words(words, "recall_share")
-        pool_codes = encode_words(pool)
-    else:
-        candidate = CandidateSolver(words)
-        openers = openers or strong_openers(entropy, 12)
-        near = _outside_neighbours(words)
-        order = [w for w in words.answers if w in near and (keep is None or w in keep)]
+    order = [w for w in words.answers if w in near and (keep is None or w in keep)]
     if not order:
         raise DataError(
             "recall_share needs allowed words outside the answer list one or two letters from an "
@@ -170,16 +98,32 @@ def recall_games(
                 f"{tries} tries each over a whole pass of the {len(order)} words; raise max_turns"
             )
         word = order[k % len(order)]
+        index = words.answer_index[word]
         k += 1
         for attempt in range(tries):
             rng = random.Random(f"recall:{seed}:{k}:{attempt}")
+            target = rng.choice(near[word])
+            teacher = candidate
             if teachers:
-                history, target = _teacher_path(word, teachers, rng, max_turns, pool, pool_codes)
-            else:
-                history, target = _neighbour_game(
-                    word, words, entropy, candidate, openers, near[word], rng, max_turns
-                )
-            if target is not None:
+                teacher = rng.choices(list(teachers), list(teachers.values()))[0]
+            history, found = [], False
+            for turn in range(max_turns):
+                if history:
+                    fits = entropy.candidates(history)
+                    if index not in fits:
+                        break
+                    found = len(fits) == 1
+                if found:
+                    guess = word
+                elif turn == 0 and not teachers:
+                    guess = rng.choice(openers) if rng.random() < 0.5 else teacher.guess([], rng)
+                else:
+                    guess = teacher.guess(history, rng)
+                found = found or (bool(teachers) and guess == word)
+                history.append((guess, score(guess, target)))
+                if found:
+                    break
+            if found:
                 break
         else:
             continue
@@ -195,7 +139,7 @@ def recall_games(
                     :-1
                 ],  # ends on W, before its feedback
                 "answer": target,
-                "split": "outside" if not words.is_answer(target) else "train",
+                "split": "outside",
                 "solver": "recall",
                 "recall": word,
                 "start": "solver",
@@ -203,7 +147,7 @@ def recall_games(
                 "refused_at": None,
                 "refused_kind": None,
                 "turns": len(history),
-                "won": target == word,
+                "won": False,
                 "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
             }
         )
