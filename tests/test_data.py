@@ -332,6 +332,28 @@ def test_recall_games_by_the_mix_teacher_follow_its_path_on_the_word(splits, wor
         path = [(g, score(g, word)) for g in guesses]
         assert guesses[-1] == word and word not in guesses[:-1]
         assert guesses == [ranked.guess(path[:i]) for i in range(len(path))]
+        # the target is no held-out answer, and only W's own feedback would tell it from W
+        assert splits.split_of(r["answer"]) in (None, "train")
+        assert [score(g, r["answer"]) for g in guesses[:-1]] == [p for _, p in path[:-1]]
+        assert r["won"] == (r["answer"] == word)
+
+
+def test_mix_recall_games_reach_most_held_out_words(splits, words):
+    """One recall game per answer word reaches most held-out words: any outside word or train
+    answer with W's feedback on the teacher's path stands in as the target, not only a word one or
+    two letters from W."""
+    ranked = RankedSolver(words)
+    rows = recall_games(
+        words,
+        len(words.answers),
+        PromptStyle("xml", think=False),
+        teachers={ranked: 1.0},
+        stand_ins=[w for w in words.allowed if not words.is_answer(w)] + list(splits.train),
+    )
+    recalled = {r["recall"] for r in rows}
+    held_out = set(splits.val) | set(splits.test)
+    assert len(recalled & held_out) > 0.6 * len(held_out)
+    assert all(splits.split_of(r["answer"]) in (None, "train") for r in rows)
     with pytest.raises(ValueError, match="recall_teacher must be one of candidate, mix"):
         SftConfig(recall_teacher="oracle")
 

@@ -2,10 +2,12 @@
 
     wordle-rl data sft --recall-share 0.2
 
-A recall game plays an allowed word outside the answer list (never a val or test answer) next to an
-answer word W and stops right after the candidate solver writes W, at the moment W is the only
-answer word that fits: the state in which free play must produce a word it was never shown as a
-winning target.
+A recall game teaches an answer word W as a move: its guesses are a teacher's on W's feedback, and
+it stops right after the teacher writes W, before W's own feedback. Its target, which only that
+unseen feedback would reveal, is never a val or test answer: an allowed word outside the answer
+list (or, with a stand-in list, a train answer) that gives every earlier guess W's feedback. The
+candidate solver's recall games stop where W is the only answer word that fits; a teacher mix's
+stop where that teacher writes W, the path it takes on W.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from wordle_rl.data.files import DataError
 from wordle_rl.data.traces import outside_words, rationale, strong_openers
-from wordle_rl.engine.game import pattern_to_str, score
+from wordle_rl.engine.game import pattern_to_str, score, score_pairs
 from wordle_rl.engine.solvers import CandidateSolver, EntropySolver
 from wordle_rl.engine.words import WordList, encode_words
 from wordle_rl.environment.prompts import PromptStyle, render_conversation
@@ -40,6 +42,59 @@ def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
     return out
 
 
+def _neighbour_game(word, words, entropy, candidate, openers, near, rng, max_turns):
+    """The candidate solver's game on an outside word one or two letters from ``word``, from a
+    strong opener or its own, cut where it writes ``word`` as the only answer word that fits:
+    ``(history, target)``, the target None where ``word`` was ruled out first."""
+    index = words.answer_index[word]
+    target = rng.choice(near)
+    history, found = [], False
+    for turn in range(max_turns):
+        if history:
+            fits = entropy.candidates(history)
+            if index not in fits:
+                return history, None
+            found = len(fits) == 1
+        if found:
+            guess = word
+        elif turn == 0:
+            guess = rng.choice(openers) if rng.random() < 0.5 else candidate.guess([], rng)
+        else:
+            guess = candidate.guess(history, rng)
+        history.append((guess, score(guess, target)))
+        if found:
+            return history, target
+    return history, None
+
+
+def _teacher_path(word, teachers, rng, max_turns, pool, pool_codes):
+    """The path a teacher drawn from ``teachers`` takes on ``word``, up to where it writes it, and a
+    stand-in target from ``pool`` that gives the same feedback to every guess before ``word``:
+    ``(history, target)``, scored against the target; the target None where the teacher needs more
+    than ``max_turns`` guesses or no stand-in fits. ``word`` itself stands in only where no other
+    word does (a word of ``pool``, so a train answer)."""
+    teacher = rng.choices(list(teachers), list(teachers.values()))[0]
+    history: list = []
+    for _ in range(max_turns):
+        guess = teacher.guess(history, rng)
+        history.append((guess, score(guess, word)))
+        if guess == word:
+            break
+    else:
+        return history, None
+    fits = np.ones(len(pool), dtype=bool)
+    for guess, pattern in history[:-1]:
+        fits &= score_pairs(encode_words([guess]), pool_codes) == pattern
+    found = [j for j in np.flatnonzero(fits).tolist() if pool[j] != word]
+    if found:
+        target = pool[rng.choice(found)]
+    elif fits.any():
+        target = word
+    else:
+        return history, None
+    return [(g, score(g, target)) for g, _ in history], target
+
+
 def recall_games(
     words: WordList,
     n: int,
@@ -51,6 +106,7 @@ def recall_games(
     tries: int = 20,
     recalled: list[str] | None = None,
     teachers: dict | None = None,
+    stand_ins: list[str] | None = None,
 ) -> list[dict]:
     """``n`` recall games: each plays an allowed word T outside the answer list (never a val or test
     answer) that is one or two letters away from an answer word W, with the candidate solver (from a
@@ -58,13 +114,15 @@ def recall_games(
     only answer word that fits the feedback.
 
     With ``teachers`` (``{solver: weight}``, the other games' mix) a game's teacher is drawn from
-    them instead and plays from its own opener, ending where it writes W: while W fits, T's
-    feedback is W's, so the game is the path that teacher takes on W.
+    them instead and plays W from its own opener, ending where it writes W: the path that teacher
+    takes on W. T is then any word of ``stand_ins`` (default: the allowed words outside the answer
+    list; never a val or test answer, and an answer word among them is taken for a train answer)
+    that gives each earlier guess W's feedback, W itself only where it is the one such word.
 
     The words W are the whole public answer list (or only the answer words in ``recalled``: the
     strict protocol passes the train split) in an order shuffled with ``seed``, taken in turn, every
-    word alike; a word is passed over when ``tries`` games all rule it out before it is the only
-    fit. The state is the one where free play loses held-out answers: the other games, all on train
+    word alike; a word is passed over when ``tries`` games all fail to reach it with a target T.
+    The state is the one where free play loses held-out answers: the other games, all on train
     answers, never reach a state where a held-out word is the only answer that fits.
 
     >>> from wordle_rl.engine.words import load_word_lists
@@ -76,11 +134,16 @@ def recall_games(
     if n == 0:
         return []
     entropy = entropy or EntropySolver(words)
-    candidate = CandidateSolver(words)
-    openers = openers or strong_openers(entropy, 12)
-    near = _outside_neighbours(words)
     keep = set(recalled) if recalled is not None else None
-    order = [w for w in words.answers if w in near and (keep is None or w in keep)]
+    if teachers:
+        order = [w for w in words.answers if keep is None or w in keep]
+        pool = list(stand_ins) if stand_ins is not None else outside_words(words, "recall_share")
+        pool_codes = encode_words(pool)
+    else:
+        candidate = CandidateSolver(words)
+        openers = openers or strong_openers(entropy, 12)
+        near = _outside_neighbours(words)
+        order = [w for w in words.answers if w in near and (keep is None or w in keep)]
     if not order:
         raise DataError(
             "recall_share needs allowed words outside the answer list one or two letters from an "
@@ -98,32 +161,16 @@ def recall_games(
                 f"{tries} tries each over a whole pass of the {len(order)} words; raise max_turns"
             )
         word = order[k % len(order)]
-        index = words.answer_index[word]
         k += 1
         for attempt in range(tries):
             rng = random.Random(f"recall:{seed}:{k}:{attempt}")
-            target = rng.choice(near[word])
-            teacher = candidate
             if teachers:
-                teacher = rng.choices(list(teachers), list(teachers.values()))[0]
-            history, found = [], False
-            for turn in range(max_turns):
-                if history:
-                    fits = entropy.candidates(history)
-                    if index not in fits:
-                        break
-                    found = len(fits) == 1
-                if found:
-                    guess = word
-                elif turn == 0 and not teachers:
-                    guess = rng.choice(openers) if rng.random() < 0.5 else teacher.guess([], rng)
-                else:
-                    guess = teacher.guess(history, rng)
-                found = found or (bool(teachers) and guess == word)
-                history.append((guess, score(guess, target)))
-                if found:
-                    break
-            if found:
+                history, target = _teacher_path(word, teachers, rng, max_turns, pool, pool_codes)
+            else:
+                history, target = _neighbour_game(
+                    word, words, entropy, candidate, openers, near[word], rng, max_turns
+                )
+            if target is not None:
                 break
         else:
             continue
@@ -139,7 +186,7 @@ def recall_games(
                     :-1
                 ],  # ends on W, before its feedback
                 "answer": target,
-                "split": "outside",
+                "split": "outside" if not words.is_answer(target) else "train",
                 "solver": "recall",
                 "recall": word,
                 "start": "solver",
@@ -147,7 +194,7 @@ def recall_games(
                 "refused_at": None,
                 "refused_kind": None,
                 "turns": len(history),
-                "won": False,
+                "won": target == word,
                 "history": [[g, pattern_to_str(p, words.length)] for g, p in history],
             }
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
 from wordle_rl.data.recall import recall_games
 from wordle_rl.data.splits import Splits, check_protocol
-from wordle_rl.data.traces import play_traced, strong_openers
+from wordle_rl.data.traces import outside_words, play_traced, strong_openers
 from wordle_rl.engine.game import pattern_to_str
 from wordle_rl.engine.solvers import SOLVERS, EntropySolver, make_solver
 from wordle_rl.engine.words import WordList, load_word_lists
@@ -108,7 +108,8 @@ class SftConfig:
         metadata={
             "help": "Share of the games that are recall games instead: a game on an allowed word "
             "outside the answer list (never a val or test answer) one or two letters away from an "
-            "answer word W, played by the candidate solver and cut right after it writes W where W "
+            "answer word W, played by the candidate solver (recall_teacher) and cut right after it "
+            "writes W where W "
             "is the only answer word that fits. Every answer word alike under the open protocol: "
             "in the other games a held-out answer is never the only fitting word, the state where "
             "free play loses it."
@@ -119,7 +120,8 @@ class SftConfig:
         metadata={
             "help": "Who plays the recall games: candidate: the candidate solver, from a strong "
             "opener or its own; mix: a solver drawn from solver_mix, from its own opener, ending "
-            "where it writes W (the path that teacher takes on W)."
+            "where it writes W (the path that teacher takes on W), its target any outside word or "
+            "train answer that gives the earlier guesses W's feedback."
         },
     )
     protocol: str = field(
@@ -288,6 +290,7 @@ def generate_sft(
         cfg.max_turns,
         recalled=recalled,
         teachers=teachers,
+        stand_ins=outside_words(words, "recall_share") + train if teachers else None,
     )
 
 
