@@ -5,7 +5,7 @@ import re
 import pytest
 
 from wordle_rl.data.files import DataError, read_jsonl, validate_rows, write_jsonl
-from wordle_rl.data.recall import recall_games
+from wordle_rl.data.recall import reach_ranking, recall_games
 from wordle_rl.data.rl_rows import RlConfig, generate_rl, parse_depth_mix
 from wordle_rl.data.sft_games import SftConfig, generate_sft, parse_solver_mix
 from wordle_rl.data.splits import Splits, check_leakage, make_splits
@@ -336,26 +336,40 @@ def test_recall_games_by_the_mix_teacher_follow_its_path_on_the_word(splits, wor
         assert splits.split_of(r["answer"]) in (None, "train")
         assert [score(g, r["answer"]) for g in guesses[:-1]] == [p for _, p in path[:-1]]
         assert r["won"] == (r["answer"] == word)
+    with pytest.raises(ValueError, match="recall_teacher must be one of candidate, mix"):
+        SftConfig(recall_teacher="oracle")
 
 
-def test_mix_recall_games_reach_most_held_out_words(splits, words):
-    """One recall game per answer word reaches most held-out words: any outside word or train
-    answer with W's feedback on the teacher's path stands in as the target, not only a word one or
-    two letters from W."""
+def test_mix_recall_games_reach_held_out_words_and_more_once_reranked(splits, words):
+    """Any outside word or train answer with W's feedback on the teacher's path stands in as a mix
+    recall game's target, not only a word one or two letters from W: most held-out words have a
+    game. Reranking the ranked teacher leaves far fewer without one, the recall games then reach
+    every held-out word but those it reports, and the teacher still plays a fitting answer word
+    at every state."""
+    held_out = list(splits.val) + list(splits.test)
+    pool = [w for w in words.allowed if not words.is_answer(w)] + list(splits.train)
+    before = reach_ranking(RankedSolver(words), words, held_out, pool, rounds=0)
+    assert len(before) < 0.4 * len(held_out)
     ranked = RankedSolver(words)
+    left = reach_ranking(ranked, words, held_out, pool, rounds=2)
+    assert len(left) < 0.6 * len(before)
     rows = recall_games(
         words,
         len(words.answers),
         PromptStyle("xml", think=False),
         teachers={ranked: 1.0},
-        stand_ins=[w for w in words.allowed if not words.is_answer(w)] + list(splits.train),
+        stand_ins=pool,
     )
-    recalled = {r["recall"] for r in rows}
-    held_out = set(splits.val) | set(splits.test)
-    assert len(recalled & held_out) > 0.6 * len(held_out)
+    assert set(held_out) - {r["recall"] for r in rows} <= set(left)
     assert all(splits.split_of(r["answer"]) in (None, "train") for r in rows)
-    with pytest.raises(ValueError, match="recall_teacher must be one of candidate, mix"):
-        SftConfig(recall_teacher="oracle")
+    for r in rows:
+        path = [(g, score(g, r["recall"])) for g, _ in r["history"]]
+        fitting = [
+            words.answer_index[g] in ranked.candidates(path[:k]) for k, (g, _) in enumerate(path)
+        ]
+        assert all(fitting[1:])
+    with pytest.raises(ValueError, match="recall_reach reranks the ranked solver"):
+        SftConfig(recall_reach=True, solver_mix="candidate:1", recall_teacher="mix")
 
 
 def test_wide_rl_rows_target_outside_words_and_the_leakage_guard_holds(splits, words, tmp_path):

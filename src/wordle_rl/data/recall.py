@@ -7,7 +7,9 @@ it stops right after the teacher writes W, before W's own feedback. Its target, 
 unseen feedback would reveal, is never a val or test answer: an allowed word outside the answer
 list (or, with a stand-in list, a train answer) that gives every earlier guess W's feedback. The
 candidate solver's recall games stop where W is the only answer word that fits; a teacher mix's
-stop where that teacher writes W, the path it takes on W.
+stop where that teacher writes W, the path it takes on W. A word that no other word stands in for
+on that path has no game; :func:`reach_ranking` moves such words up a ranked teacher's ranking so
+that it writes them sooner, while one still does.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from wordle_rl.engine.solvers import CandidateSolver, EntropySolver
 from wordle_rl.engine.words import WordList, encode_words
 from wordle_rl.environment.prompts import PromptStyle, render_conversation
 
-__all__ = ["recall_games"]
+__all__ = ["reach_ranking", "recall_games"]
 
 
 def _outside_neighbours(words: WordList) -> dict[str, list[str]]:
@@ -93,6 +95,57 @@ def _teacher_path(word, teachers, rng, max_turns, pool, pool_codes):
     else:
         return history, None
     return [(g, score(g, target)) for g, _ in history], target
+
+
+def _shared_start(path, word, pool, pool_codes) -> int:
+    """How many of ``path``'s first guesses a word of ``pool`` other than ``word`` answers with the
+    path's own feedback."""
+    fits = np.ones(len(pool), dtype=bool)
+    for k, (guess, pattern) in enumerate(path):
+        fits &= score_pairs(encode_words([guess]), pool_codes) == pattern
+        if not any(pool[j] != word for j in np.flatnonzero(fits)):
+            return k
+    return len(path)
+
+
+def _unreached(teacher, words: WordList, targets, pool, pool_codes, max_turns: int) -> dict:
+    """The words of ``targets`` whose path by ``teacher`` can be no recall game, each with the
+    teacher's move at the longest start of that path that a word of ``pool`` shares (None where
+    not even the first guess is shared)."""
+    in_pool, left = set(pool), {}
+    for word in targets:
+        path: list = []
+        while len(path) < max_turns and (not path or path[-1][0] != word):
+            guess = teacher.guess(path)
+            path.append((guess, score(guess, word)))
+        reached = path[-1][0] == word
+        before = path[:-1] if reached else path
+        cut = _shared_start(before, word, pool, pool_codes)
+        if not (reached and (cut == len(before) or word in in_pool)):
+            left[word] = path[min(cut, max_turns - 1)][0] if cut else None
+    return left
+
+
+def reach_ranking(teacher, words: WordList, targets, pool, max_turns: int = 6, rounds: int = 12):
+    """Rerank a ranked ``teacher`` (in place) so that its path on more words of ``targets`` can be
+    a recall game, and return the words whose path still cannot.
+
+    A path can be one when the teacher writes W within ``max_turns`` guesses and a word of ``pool``
+    other than W gives every earlier guess W's feedback (a train answer W in ``pool`` stands in for
+    itself). Each of ``rounds`` rounds moves every word that fails just above the teacher's move at
+    the longest start of its path that a word of ``pool`` shares, so that the teacher writes W
+    there, while W still has a stand-in; a move changes other words' paths, hence the rounds. Every
+    guess is still the best-ranked answer word that fits, so the teacher stays a candidate solver.
+    """
+    pool_codes = encode_words(pool)
+    for _ in range(rounds):
+        left = _unreached(teacher, words, targets, pool, pool_codes, max_turns)
+        rank = teacher.rank.astype(float)
+        for word, above in left.items():
+            if above is not None:
+                rank[words.answer_index[word]] = rank[words.answer_index[above]] - 0.5
+        teacher.rank = np.argsort(np.argsort(rank))
+    return list(_unreached(teacher, words, targets, pool, pool_codes, max_turns))
 
 
 def recall_games(

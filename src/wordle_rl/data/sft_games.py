@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wordle_rl.data.files import DataError, check_named_mix, check_share, parse_pairs
-from wordle_rl.data.recall import recall_games
+from wordle_rl.data.recall import reach_ranking, recall_games
 from wordle_rl.data.splits import Splits, check_protocol
 from wordle_rl.data.traces import outside_words, play_traced, strong_openers
 from wordle_rl.engine.game import pattern_to_str
@@ -124,6 +124,15 @@ class SftConfig:
             "train answer that gives the earlier guesses W's feedback."
         },
     )
+    recall_reach: bool = field(
+        default=False,
+        metadata={
+            "help": "With recall_teacher mix and a ranked solver: move the answer words whose "
+            "recall game it cannot write (no other word shares its path's feedback) up its "
+            "ranking, so that it writes them while one still does; the ranking then orders every "
+            "game the ranked solver plays."
+        },
+    )
     protocol: str = field(
         default="open",
         metadata={
@@ -141,6 +150,14 @@ class SftConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        if self.recall_reach and (
+            self.recall_teacher != "mix" or "ranked" not in parse_solver_mix(self.solver_mix)
+        ):
+            raise ValueError(
+                "recall_reach reranks the ranked solver of recall_teacher mix: set recall_teacher "
+                f"to mix and put ranked in solver_mix (got {self.recall_teacher!r}, "
+                f"{self.solver_mix!r})"
+            )
 
 
 def _misspelt(words: WordList, near: str, rng: random.Random) -> str:
@@ -197,6 +214,11 @@ def generate_sft(
     train = list(splits.train)
     if not train:
         raise DataError("the train split is empty")
+    recalled = splits.train if cfg.protocol == "strict" else None
+    mixed = cfg.recall_teacher == "mix"  # its recall games take any word of stand_ins as target
+    stand_ins = outside_words(words, "recall_share") + train if mixed else None
+    if cfg.recall_reach:
+        reach_ranking(solvers["ranked"], words, recalled or words.answers, stand_ins, cfg.max_turns)
     rows = []
     names, weights = list(mix), list(mix.values())
     n_recall = round(cfg.games * cfg.recall_share)
@@ -274,12 +296,7 @@ def generate_sft(
                 "history": [[g, pattern_to_str(p, words.length)] for g, p in played],
             }
         )
-    recalled = splits.train if cfg.protocol == "strict" else None
-    teachers = (
-        {solvers[name]: weight for name, weight in mix.items()}
-        if cfg.recall_teacher == "mix"
-        else None
-    )
+    teachers = {solvers[name]: weight for name, weight in mix.items()} if mixed else None
     return rows + recall_games(
         words,
         n_recall,
@@ -290,7 +307,7 @@ def generate_sft(
         cfg.max_turns,
         recalled=recalled,
         teachers=teachers,
-        stand_ins=outside_words(words, "recall_share") + train if teachers else None,
+        stand_ins=stand_ins,
     )
 
 
