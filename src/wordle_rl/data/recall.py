@@ -69,6 +69,18 @@ def _neighbour_game(word, words, entropy, candidate, openers, near, rng, max_tur
     return history, None
 
 
+def _shared_start(path, word, pool, pool_codes) -> tuple[int, np.ndarray]:
+    """How many of ``path``'s first guesses a word of ``pool`` other than ``word`` answers with the
+    path's own feedback, and which words of ``pool`` answer that many so (a mask)."""
+    fits = np.ones(len(pool), dtype=bool)
+    for k, (guess, pattern) in enumerate(path):
+        narrowed = fits & (score_pairs(encode_words([guess]), pool_codes) == pattern)
+        if not any(pool[j] != word for j in np.flatnonzero(narrowed)):
+            return k, fits
+        fits = narrowed
+    return len(path), fits
+
+
 def _teacher_path(word, teachers, rng, max_turns, pool, pool_codes):
     """The path a teacher drawn from ``teachers`` takes on ``word``, up to where it writes it, and a
     stand-in target from ``pool`` that gives the same feedback to every guess before ``word``:
@@ -84,28 +96,16 @@ def _teacher_path(word, teachers, rng, max_turns, pool, pool_codes):
             break
     else:
         return history, None
-    fits = np.ones(len(pool), dtype=bool)
-    for guess, pattern in history[:-1]:
-        fits &= score_pairs(encode_words([guess]), pool_codes) == pattern
-    found = [j for j in np.flatnonzero(fits).tolist() if pool[j] != word]
+    cut, fits = _shared_start(history[:-1], word, pool, pool_codes)
+    sharing = np.flatnonzero(fits).tolist()
+    found = [j for j in sharing if pool[j] != word] if cut == len(history) - 1 else []
     if found:
         target = pool[rng.choice(found)]
-    elif fits.any():
+    elif any(pool[j] == word for j in sharing):
         target = word
     else:
         return history, None
     return [(g, score(g, target)) for g, _ in history], target
-
-
-def _shared_start(path, word, pool, pool_codes) -> int:
-    """How many of ``path``'s first guesses a word of ``pool`` other than ``word`` answers with the
-    path's own feedback."""
-    fits = np.ones(len(pool), dtype=bool)
-    for k, (guess, pattern) in enumerate(path):
-        fits &= score_pairs(encode_words([guess]), pool_codes) == pattern
-        if not any(pool[j] != word for j in np.flatnonzero(fits)):
-            return k
-    return len(path)
 
 
 def _unreached(teacher, words: WordList, targets, pool, pool_codes, max_turns: int) -> dict:
@@ -120,7 +120,7 @@ def _unreached(teacher, words: WordList, targets, pool, pool_codes, max_turns: i
             path.append((guess, score(guess, word)))
         reached = path[-1][0] == word
         before = path[:-1] if reached else path
-        cut = _shared_start(before, word, pool, pool_codes)
+        cut, _ = _shared_start(before, word, pool, pool_codes)
         if not (reached and (cut == len(before) or word in in_pool)):
             left[word] = path[min(cut, max_turns - 1)][0] if cut else None
     return left
