@@ -109,10 +109,9 @@ class SftConfig:
             "help": "Share of the games that are recall games instead: a game on an allowed word "
             "outside the answer list (never a val or test answer) one or two letters away from an "
             "answer word W, played by the candidate solver (recall_teacher) and cut right after it "
-            "writes W where W "
-            "is the only answer word that fits. Every answer word alike under the open protocol: "
-            "in the other games a held-out answer is never the only fitting word, the state where "
-            "free play loses it."
+            "writes W where W is the only answer word that fits. Every answer word alike under the "
+            "open protocol: in the other games a held-out answer is never the only fitting word, "
+            "the state where free play loses it."
         },
     )
     recall_teacher: str = field(
