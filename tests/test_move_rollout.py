@@ -183,6 +183,12 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
+
+
+
+
+
+
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
 def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
     """credit="expected": the batch carries each move's allowed letters (from the same letter sets
@@ -341,31 +347,6 @@ def test_recall_states_are_drawn_from_every_game_played(trained_micro):
         assert second[0] == 1 and second[3] == fits[0][second[1]] > 1  # its own game's draw
     with pytest.raises(ValueError, match="moves_games must be >= 1, and above 1 only"):
         WordleGRPOConfig(output_dir="unused", moves_states="any", moves_games=2)
-
-
-def test_recall_missed_states_are_those_whose_greedy_move_missed(trained_micro):
-    """With moves_states="recall-missed" the pool holds only the recall states whose greedy move
-    did not write the one fitting word; a group left without one draws a state of its own game
-    whose greedy move was refused."""
-    root, model_path = trained_micro
-    _, tok = load_model(str(model_path), threads=1)
-    ro = MoveRollout(_cfg(root, moves_states="recall-missed", moves_games=2), [], tok)
-    missed = {**_doxed(), "errors": [None, None, "not_in_word_list", None, None, "wrong_length"]}
-    dowel = ("dowel", pattern_to_str(score("dowel", "doxed")))  # the one word that fits
-    hit = {**missed, "moves": [*missed["moves"][:4], dowel, (None, None)]}
-    games, rows = [missed, hit], [{}, {}]
-    fits = [
-        [len(ro.ctx.candidates(as_history(h))) for _, h in decision_prefixes(g, {})] for g in games
-    ]
-    assert fits == [[len(ro.ctx.words.answers), fits[0][1], 2, 2, 1, 0]] * 2  # DOWEL alone at 4
-    fallbacks = set()
-    for _ in range(100):
-        first, second = ro.draw_states(games, rows, 2)
-        assert first[:2] == (0, 4) and first[3] == 1  # "boxed" missed; the hit game's is not drawn
-        fallbacks.add(second[:2])
-    assert fallbacks == {(1, 2), (1, 5)}  # its own game's refused greedy moves
-    assert ro.last_stats["wordle/recall_pool"] == 1.0 and ro.last_stats["wordle/missed_pool"] == 0.5
-    assert MoveRollout(_cfg(root, moves_states="recall-missed"), [], tok).cfg.moves_games == 3
 
 
 def test_a_held_out_recall_state_is_never_drawn(trained_micro, tmp_path):

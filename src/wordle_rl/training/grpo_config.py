@@ -19,18 +19,10 @@ from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
 from wordle_rl.training.precision import PrecisionFields, resolve_precision
 
-__all__ = [
-    "WordleGRPOConfig",
-    "vllm_missing",
-    "ROLLOUTS",
-    "MOVES_STATES",
-    "POOLED_STATES",
-    "CREDITS",
-]
+__all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
-MOVES_STATES = ("any", "endgame", "recall", "recall-missed", "refused")
-POOLED_STATES = ("recall", "recall-missed")  # states pooled over moves_games games a group
+MOVES_STATES = ("any", "endgame", "recall", "refused")
 CREDITS = ("move", "expected", "expected-log")
 
 
@@ -171,18 +163,15 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "help": "moves: the states groups are drawn among: any (those where some answer word "
             "still fits), endgame (those where exactly one does, where the game has one; else "
             "as any), recall (those where exactly one does, pooled over all moves_games games "
-            "of the step; a group without one as endgame), recall-missed (as recall, but only "
-            "where the greedy move did not write that word; a group without one as refused) or "
-            "refused (those where the greedy move was refused: a non-word, a wrong length, a "
-            "repeat; else as any)."
+            "of the step; a group without one as endgame) or refused (those where the greedy "
+            "move was refused: a non-word, a wrong length, a repeat; else as any)."
         },
     )
     moves_games: int | None = field(
         default=None,
         metadata={
             "help": "moves: games the policy plays per group, on its own row and on rows drawn at "
-            "random (more than 1 needs a pooled moves_states, recall or recall-missed; None: 3 "
-            "with those, else 1)."
+            "random (more than 1 needs moves_states recall; None: 3 with recall, else 1)."
         },
     )
     moves_reuse: int = field(
@@ -253,14 +242,12 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
                 f"moves_states must be one of {', '.join(MOVES_STATES)}, got {self.moves_states!r}"
             )
         if self.moves_games is None:
-            self.moves_games = 3 if self.moves_states in POOLED_STATES else 1
+            self.moves_games = 3 if self.moves_states == "recall" else 1
         if self.credit is None:
             self.credit = "expected-log" if self.rollout == "moves" else "move"
-        pooled = self.moves_states in POOLED_STATES
-        if self.moves_games < 1 or (self.moves_games > 1 and not pooled):
+        if self.moves_games < 1 or (self.moves_games > 1 and self.moves_states != "recall"):
             raise ValueError(
-                f"moves_games must be >= 1, and above 1 only with moves_states recall or "
-                f"recall-missed (the pool "
+                f"moves_games must be >= 1, and above 1 only with moves_states='recall' (the pool "
                 f"its groups are drawn from), got {self.moves_games} with {self.moves_states!r}"
             )
         if not 0.0 <= self.played_score < 1.0:

@@ -16,9 +16,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-   with ``"recall-missed"`` among those recall states where the greedy move did not write the
-   fitting word, where the policy loses games (else as refused); with ``moves_states="refused"``
-   among those where the greedy move was refused, if any;
+   with ``moves_states="refused"`` among those where the greedy move was refused, if any;
 3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
@@ -53,7 +51,6 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import cache_argument, eval_mode
-from wordle_rl.training.grpo_config import POOLED_STATES
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.shared_prompt import prefill_for_rows
@@ -224,12 +221,11 @@ class MoveRollout(WordleRollout):
 
     def _draw(self, counts: list[int], errors: list | None = None) -> int:
         """A decision drawn at random among those where some answer word fits (with
-        ``moves_states`` endgame or recall among those where exactly one fits, with refused or
-        recall-missed among those whose greedy move, ``errors[i]``, was refused, if any); if none
-        does, among those where none fits, and a held-out recall state only when nothing else is
-        left."""
+        ``moves_states`` endgame or recall among those where exactly one fits, with refused among
+        those whose greedy move, ``errors[i]``, was refused, if any); if none does, among those
+        where none fits, and a held-out recall state only when nothing else is left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
-        if self.cfg.moves_states in ("refused", "recall-missed") and errors is not None:
+        if self.cfg.moves_states == "refused" and errors is not None:
             open_ = [i for i, c in enumerate(counts) if c != HELD_OUT and errors[i]] or open_
         elif self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
@@ -244,33 +240,22 @@ class MoveRollout(WordleRollout):
         k = self._draw(counts, game.get("errors"))
         return k, decisions, counts[k]
 
-    def _missed(self, game: dict, decisions: list, k: int) -> bool:
-        """Whether the greedy move at decision ``k`` of ``game`` did not write a fitting answer
-        word (refused, or a word the feedback rules out)."""
-        guess = game["moves"][k][0]
-        return move_fits(guess, as_history(decisions[k][1]), self.ctx.words) < 1.0
-
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
         """``n`` group states ``(game index, k, decisions, fitting)``. Game ``i < n`` is group
         ``i``'s own game, drawn from by :meth:`draw_state`; with ``moves_states="recall"`` the
         states are drawn without replacement among every decision of every game where exactly one
         answer word fits (a recall state: the policy must write that word), and a group left
-        without one takes its own game's :meth:`_draw`; with ``"recall-missed"`` only among the
-        recall states whose greedy move did not write that word (where the policy loses games),
-        and a group left without one takes its own game's refused-state draw."""
-        if self.cfg.moves_states not in POOLED_STATES:
+        without one takes its own game's :meth:`_draw`."""
+        if self.cfg.moves_states != "recall":
             return [(i, *self.draw_state(games[i], rows[i])) for i in range(n)]
         counted = [self._fit_counts(game, row) for game, row in zip(games, rows)]
         pool = [(i, k) for i, (_, c) in enumerate(counted) for k in range(len(c)) if c[k] == 1]
         self.last_stats["wordle/recall_pool"] = len(pool) / n
-        if self.cfg.moves_states == "recall-missed":
-            pool = [(i, k) for i, k in pool if self._missed(games[i], counted[i][0], k)]
-            self.last_stats["wordle/missed_pool"] = len(pool) / n
         take = self.rng.choice(len(pool), size=min(n, len(pool)), replace=False) if pool else []
         out = [(i, k, counted[i][0], 1) for i, k in (pool[j] for j in take)]
         for i in range(len(out), n):
             decisions, counts = counted[i]
-            k = self._draw(counts, games[i].get("errors"))
+            k = self._draw(counts)
             out.append((i, k, decisions, counts[k]))
         return out
 
