@@ -13,7 +13,6 @@ from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history
 from wordle_rl.evaluation.audit import TrainingIndex, state_key
 from wordle_rl.models.embedded import load_model
-from wordle_rl.training.contrast import written_move
 from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
 from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
 from wordle_rl.training.rollout import ROW_KEY
@@ -182,6 +181,12 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
     assert any(not torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ValueError, match="credit must be one of"):
         WordleGRPOConfig(output_dir="unused", credit="letter")
+
+
+
+
+
+
 
 
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
@@ -404,35 +409,3 @@ def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):
     assert index.rows == 1 and index.words == {"dowel"}
     assert index.imitated(state_key(histories[4]), "dowel")
     assert not index.imitated(state_key(histories[3]), "dowel")
-
-
-def test_contrast_writes_the_fitting_word_and_another_groups(trained_micro, as_trainer, tmp_path):
-    """With moves_contrast, a group whose state has one fitting answer word gets its last two moves
-    written, not sampled: that word, scored as fitting, and the other group's fitting word, which
-    the feedback there rules out and scores 0; the group's other moves are sampled."""
-    root, model_path = trained_micro
-    model, tok = load_model(str(model_path), threads=1)
-    cfg = _cfg(root, moves_states="endgame", moves_contrast=True, splits=str(tmp_path / "no.json"))
-    ro = MoveRollout(cfg, [], tok)
-    base, rows = load_rl_rows(root / "rl")[0], []
-    for answer in ("dowel", "actor"):  # one move from the end, where the answer alone fits
-        history = []
-        for guess in ("tares", "coden", "pinch", "jumpy", "fight"):
-            if len(ro.ctx.candidates(as_history(history))) > 1:
-                history.append([guess, pattern_to_str(score(guess, answer))])
-        fitting = ro.ctx.candidates(as_history(history))
-        assert [ro.ctx.words.answers[int(i)] for i in fitting] == [answer]
-        rows.append({**base, "answer": answer, "history": history, "depth": len(history)})
-    ro.rows = rows
-    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in (0, 1) for _ in "abcd"]
-    out = ro(prompts, as_trainer(model))
-    moves, fits = out["completion_ids"], out["move_fits"]
-    for group, (raised, lowered) in enumerate((("dowel", "actor"), ("actor", "dowel"))):
-        assert moves[4 * group + 3] == written_move(tok, ro.style, raised)
-        assert moves[4 * group + 2] == written_move(tok, ro.style, lowered)
-        assert fits[4 * group + 3] == 1.0 and fits[4 * group + 2] == 0.0
-    assert ro.last_stats["wordle/written_share"] == 0.5
-    with pytest.raises(ValueError, match="moves_contrast writes two moves"):
-        WordleGRPOConfig(
-            output_dir="unused", rollout="moves", num_generations=2, moves_contrast=True
-        )

@@ -174,14 +174,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "random (more than 1 needs moves_states recall; None: 3 with recall, else 1)."
         },
     )
-    moves_contrast: bool = field(
-        default=False,
-        metadata={
-            "help": "moves: at a group whose state has one fitting answer word, write two of its "
-            "moves instead of sampling them: that word, and another group's fitting word, which "
-            "the feedback there rules out (needs num_generations >= 3)."
-        },
-    )
     moves_reuse: int = field(
         default=1,
         metadata={
@@ -262,12 +254,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             raise ValueError(
                 f"played_score must be in [0, 1): a played word that cannot be the answer scores "
                 f"below a fitting one, got {self.played_score}"
-            )
-        if self.moves_contrast and (self.rollout != "moves" or (self.num_generations or 0) < 3):
-            raise ValueError(
-                f"moves_contrast writes two moves of a group of the moves rollout and samples the "
-                f"rest: it needs rollout='moves' and num_generations >= 3, got {self.rollout!r} "
-                f"and {self.num_generations}"
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")

@@ -17,8 +17,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
    with ``moves_states="refused"`` among those where the greedy move was refused, if any;
-3. ``num_generations`` moves are sampled there, one turn each (with ``moves_contrast``, at a state
-   with one fitting answer word, two are written instead: :mod:`wordle_rl.training.contrast`);
+3. ``num_generations`` moves are sampled there, one turn each;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
    format), and ``played_score`` (0 unless set) for a word the game plays that the feedback rules
@@ -52,7 +51,6 @@ from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
 from wordle_rl.environment.rewards import as_history, move_fits
 from wordle_rl.models.embedded import cache_argument, eval_mode
-from wordle_rl.training.contrast import contrast_pairs, written_move
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
 from wordle_rl.training.shared_prompt import prefill_for_rows
@@ -282,21 +280,6 @@ class MoveRollout(WordleRollout):
                 f.writelines(lines)
         return len(lines)
 
-    def _contrast(self, moves: list, states: list, n_fit: list[int], g: int) -> int:
-        """``moves_contrast``: the last two moves of each group whose state has one fitting answer
-        word are written by :func:`contrast_pairs` (the raised word last). Returns how many."""
-        words = [
-            self.ctx.words.answers[int(self.ctx.candidates(as_history(h))[0])] if n == 1 else None
-            for (_, h), n in zip(states, n_fit)
-        ]
-        count = 0
-        for j, pair in enumerate(contrast_pairs(words)):
-            for slot, word in zip((g - 1, g - 2), pair):
-                if word is not None:
-                    moves[j * g + slot] = written_move(self.tok, self.style, word)
-                    count += 1
-        return count
-
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
         """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
@@ -345,7 +328,6 @@ class MoveRollout(WordleRollout):
         prefixes = [ids for ids, _ in states for _ in range(g)]
         t_states = time.perf_counter()
         moves = self._sample_moves(model, prefixes)
-        written = self._contrast(moves, states, n_fit, g) if self.cfg.moves_contrast else 0
         t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
@@ -369,7 +351,6 @@ class MoveRollout(WordleRollout):
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
                 "wordle/state_held_out": float(np.mean([c == HELD_OUT for c in n_fit])),
-                "wordle/written_share": written / len(moves),
                 **move_error_rates([e for _, e in scored]),
                 "wordle/episodes_per_s": len(moves) / (time.perf_counter() - t0),
                 # where a rollout's time goes: a round of greedy games and its states (0 on a
