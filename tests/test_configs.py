@@ -52,3 +52,32 @@ def test_pipeline_presets_are_the_package_config_files(tmp_path):
     (tmp_path / "bad.yaml").write_text("sft: [unclosed\n")
     with pytest.raises(ConfigError, match="cannot parse"):
         load_config(str(tmp_path / "bad.yaml"))
+
+
+def test_a_preset_starts_from_another(monkeypatch):
+    """``preset:`` in a package preset merges its base first, key by key: smollm2-gpu is
+    smollm2-cpu wherever it says nothing, and a chain that comes back to itself is refused."""
+    import yaml
+
+    from wordle_rl.pipeline import config
+    from wordle_rl.pipeline.config import ConfigError, load_config
+
+    own = yaml.safe_load((PRESET_DIR / "smollm2-gpu.yaml").read_text())
+    assert own.pop("preset") == "smollm2-cpu"
+    gpu, cpu = load_config("smollm2-gpu"), load_config("smollm2-cpu")
+    assert gpu.data.sft == cpu.data.sft and gpu.model == cpu.model
+    assert gpu.data.rl["rows"] == own["data"]["rl"]["rows"] != cpu.data.rl["rows"]
+    for stage in ("sft", "grpo"):
+        mine, base = getattr(gpu, stage).settings, getattr(cpu, stage).settings
+        assert {k: v for k, v in mine.items() if k not in own[stage]} == {
+            k: v for k, v in base.items() if k not in own[stage]
+        }
+        assert all(mine[k] == v for k, v in own[stage].items())
+    for key in ("decodes", "solvers", "max_new_tokens"):
+        assert getattr(gpu.eval, key) == getattr(cpu.eval, key)
+    assert gpu.control == cpu.control
+
+    loops = {"quick": {"preset": "gpu-qwen3"}, "gpu-qwen3": {"preset": "quick"}}
+    monkeypatch.setattr(config, "preset_values", lambda name: dict(loops[name]))
+    with pytest.raises(ConfigError, match="starts from itself: quick -> gpu-qwen3 -> quick"):
+        load_config("quick")

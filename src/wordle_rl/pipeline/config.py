@@ -1,7 +1,10 @@
 """The main job's configuration: presets, and TOML/YAML files that override them.
 
-    wordle-rl pipeline --config quick      # a preset: cpu-default, quick, gpu-qwen3
+    wordle-rl pipeline --config quick      # a preset (a file in pipeline/presets/)
     wordle-rl pipeline --config my.toml    # a file; `preset = "quick"` in it starts there
+
+A preset may start from another the same way (``preset: smollm2-cpu`` in ``smollm2-gpu.yaml``),
+merged key by key, so that it says only what differs.
 
 Each option is declared once, as a field of the stage's own config dataclass: ``data.sft`` takes
 the fields of :class:`~wordle_rl.data.sft_games.SftConfig`, ``data.rl`` those of
@@ -37,6 +40,7 @@ __all__ = [
     "PRESETS",
     "ConfigError",
     "load_config",
+    "apply_preset",
     "preset_values",
     "stage_class",
     "MANAGED",
@@ -159,11 +163,24 @@ PRESETS = ("cpu-default", "quick", "gpu-qwen3", "smollm2-cpu", "smollm2-gpu")
 
 
 def preset_values(name: str) -> dict:
-    """The settings of a preset, read from the package's ``pipeline/presets/<name>.yaml``."""
+    """The settings of a preset, read from the package's ``pipeline/presets/<name>.yaml``; a
+    ``preset:`` key in it names the preset it starts from (see :func:`apply_preset`)."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     text = resources.files("wordle_rl").joinpath("pipeline", "presets", f"{name}.yaml").read_text()
     return yaml.safe_load(text) or {}
+
+
+def apply_preset(cfg: PipelineConfig, name: str, chain: tuple[str, ...] = ()) -> None:
+    """Merge preset ``name`` into ``cfg``: first the preset it starts from, if any, then its own
+    values, key by key, so that a preset states only what differs from its base."""
+    if name in chain:
+        raise ConfigError(f"preset {name!r} starts from itself: {' -> '.join((*chain, name))}")
+    values = dict(preset_values(name))
+    base = values.pop("preset", None)
+    if base is not None:
+        apply_preset(cfg, base, (*chain, name))
+    _merge(cfg, values, "")
 
 
 class ConfigError(ValueError):
@@ -278,7 +295,7 @@ def load_config(spec: str | None) -> PipelineConfig:
     cfg = PipelineConfig()
     spec = spec or "cpu-default"
     if spec in PRESETS:
-        _merge(cfg, preset_values(spec), "")
+        apply_preset(cfg, spec)
         cfg.name = spec
         return _validate(cfg)
     path = Path(spec)
@@ -301,7 +318,7 @@ def load_config(spec: str | None) -> PipelineConfig:
     if base is not None:
         if base not in PRESETS:
             raise ConfigError(f"{path}: unknown preset {base!r}; choose one of {sorted(PRESETS)}")
-        _merge(cfg, preset_values(base), "")
+        apply_preset(cfg, base)
     try:
         _merge(cfg, values, "")
     except ConfigError as e:
