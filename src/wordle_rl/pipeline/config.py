@@ -176,7 +176,7 @@ def apply_preset(cfg: PipelineConfig, name: str, chain: tuple[str, ...] = ()) ->
     values, key by key, so that a preset states only what differs from its base."""
     if name in chain:
         raise ConfigError(f"preset {name!r} starts from itself: {' -> '.join((*chain, name))}")
-    values = dict(preset_values(name))
+    values = preset_values(name)
     base = values.pop("preset", None)
     if base is not None:
         apply_preset(cfg, base, (*chain, name))
