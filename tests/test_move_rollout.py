@@ -183,12 +183,6 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
-
-
-
-
-
-
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
 def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
     """credit="expected": the batch carries each move's allowed letters (from the same letter sets
@@ -409,3 +403,67 @@ def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):
     assert index.rows == 1 and index.words == {"dowel"}
     assert index.imitated(state_key(histories[4]), "dowel")
     assert not index.imitated(state_key(histories[3]), "dowel")
+
+
+def test_missed_states_are_where_the_greedy_move_could_not_score(trained_micro, tmp_path):
+    """With moves_states="missed" a group's state is one whose greedy move scored below 1: refused,
+    ruled out by the feedback, or (fit_pays="answers") outside the answer list; a val or test answer
+    never scores above played_score, even where it fits."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    pays = dict(fit_pays="allowed", credit="move")
+    allowed = MoveRollout(_cfg(root, moves_states="missed", **pays), [], tok)
+    game = {**_doxed(), "errors": [None, None, "not_in_word_list", None, None, "repeated_guess"]}
+    # TARES, CODEN and BOXED fit as allowed words; PINCH is ruled out by CODEN's feedback
+    assert {allowed.draw_state(game, {})[0] for _ in range(200)} == {2, 3, 5}
+    answers = MoveRollout(_cfg(root, moves_states="missed"), [], tok)
+    assert {answers.draw_state(game, {})[0] for _ in range(300)} == set(range(6))  # none answers
+    Splits(0, (0.8, 0.1, 0.1), train=["shame"], val=["shake"], test=[]).save(tmp_path / "s.json")
+    cfg = _cfg(root, splits=str(tmp_path / "s.json"), played_score=0.25, **pays)
+    held = MoveRollout(cfg, [], tok)
+    history = [["crane", "XXGXG"]]
+    assert [held._pays(w, history) for w in ("shake", "shame", "spake", "snake", None)] == [
+        0.25,
+        1.0,
+        1.0,
+        0.25,
+        0.0,
+    ]
+    with pytest.raises(ValueError, match="fit_pays must be one of"):
+        WordleGRPOConfig(output_dir="unused", fit_pays="any")
+    with pytest.raises(ValueError, match="needs credit='move'"):
+        WordleGRPOConfig(output_dir="unused", fit_pays="allowed", credit="expected")
+    with pytest.raises(ValueError, match="moves_guided is a share"):
+        WordleGRPOConfig(output_dir="unused", moves_guided=1.5)
+
+
+def test_guided_moves_spell_only_fitting_words_that_are_not_held_out(
+    trained_micro, as_trainer, tmp_path
+):
+    """With moves_guided a share of each group's moves is held to the allowed words that fit the
+    state's feedback (never a val or test answer): every such move that opens a guess writes one,
+    while the group's other moves stay free; the free moves' fitting rate is logged apart."""
+    root, model_path = trained_micro
+    model, tok = load_model(str(model_path), threads=1)
+    rows = load_rl_rows(root / "rl")
+    words = MoveRollout(_cfg(root), rows, tok).ctx.words
+    val = [w for w in words.answers if w not in {r["answer"] for r in rows}][:50]
+    Splits(0, (0.8, 0.1, 0.1), train=[], val=val, test=[]).save(tmp_path / "s.json")
+    kw = dict(moves_guided=0.5, fit_pays="allowed", credit="move", splits=str(tmp_path / "s.json"))
+    ro = MoveRollout(_cfg(root, moves_states="any", **kw), rows, tok)
+    torch.manual_seed(0)
+    prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in range(6) for _ in "abcd"]
+    out = ro(prompts, as_trainer(model))
+    guided_written = 0
+    for i, row in enumerate(ro.last_rows):
+        text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
+        hist = as_history(row["history"])
+        pr = parse(text, ro.style, words=words, history=hist)
+        if i % 4 < 2 and "<guess>" in text:  # guided: a fitting allowed word, never held out
+            assert pr.ok and consistent_with(hist, pr.guess) and pr.guess not in val, text
+            assert out["move_fits"][i] == 1.0
+            guided_written += 1
+    assert guided_written >= 6
+    free = [f for i, f in enumerate(out["move_fits"]) if i % 4 >= 2]
+    assert ro.last_stats["wordle/free_fits_rate"] == pytest.approx(sum(free) / len(free))
+    assert ro.last_stats["wordle/free_fits_rate"] < ro.last_stats["wordle/fits_rate"]

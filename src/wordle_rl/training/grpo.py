@@ -21,10 +21,10 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from wordle_rl.environment.prompts import PromptStyle
-from wordle_rl.environment.reward_funcs import make_reward_funcs
+from wordle_rl.environment.reward_funcs import fits_reward, make_reward_funcs
 from wordle_rl.environment.rewards import RewardWeights
 from wordle_rl.training.grpo_config import WordleGRPOConfig, vllm_missing
-from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, fits_reward
+from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout
 from wordle_rl.training.shared_prompt import completion_logits, token_logps_and_entropies
 
