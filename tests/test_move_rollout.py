@@ -467,3 +467,34 @@ def test_guided_moves_spell_only_fitting_words_that_are_not_held_out(
     free = [f for i, f in enumerate(out["move_fits"]) if i % 4 >= 2]
     assert ro.last_stats["wordle/free_fits_rate"] == pytest.approx(sum(free) / len(free))
     assert ro.last_stats["wordle/free_fits_rate"] < ro.last_stats["wordle/fits_rate"]
+
+
+@pytest.mark.parametrize("positive", [False, True])
+def test_positive_advantages_raise_the_better_moves_and_lower_none(trained_micro, positive):
+    """With positive_advantages every move's advantage is its group advantage clamped at 0: the
+    moves above their group's mean keep theirs, the others get 0 (without it, they go negative)."""
+    from transformers import TrainerCallback
+
+    class Probe(TrainerCallback):  # handed the real trainer by run_grpo
+        trainer, seen = None, []
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            batch = [self.trainer.train_dataset[i] for i in (0, 0, 0, 0, 1, 1, 1, 1)]
+            torch.manual_seed(1)
+            out = self.trainer._generate_and_score_completions(batch)
+            fits = list(self.trainer._logs["rewards"]["fits_reward"])[-8:]
+            self.seen.append((out["advantages"].tolist(), fits))
+            return control
+
+    root, model_path = trained_micro
+    out_dir, probe = root / f"run-positive-{positive}", Probe()
+    kw = dict(moves_states="any", moves_guided=0.5, fit_pays="allowed", credit="move")
+    cfg = _train_cfg(root, model_path, out_dir, max_steps=1, positive_advantages=positive, **kw)
+    run_grpo(cfg, callbacks=[probe])
+    advantages, fits = probe.seen[-1]
+    for k in range(0, 8, 4):
+        mean = sum(fits[k : k + 4]) / 4
+        for a, f in zip(advantages[k : k + 4], fits[k : k + 4]):
+            assert (a > 0) == (f > mean)
+            assert (a < 0) == (f < mean and not positive)
+    assert any(f < sum(fits[:4]) / 4 for f in fits[:4])  # the guided moves lift the mean

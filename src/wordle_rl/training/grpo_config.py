@@ -221,6 +221,14 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "move under the free policy, so a fitting word it seldom writes gains probability."
         },
     )
+    positive_advantages: bool = field(
+        default=False,
+        metadata={
+            "help": "Clamp each completion's advantage at 0: those above their group's mean are "
+            "raised and none is lowered (filtered imitation of each group's better moves; with "
+            "moves_guided, of the fitting words the free policy misses)."
+        },
+    )
     sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
     sft_soft_target_weight: float = field(
         default=1.0,
