@@ -10,6 +10,7 @@ import torch
 from wordle_rl.data.splits import Splits
 from wordle_rl.engine.game import consistent_with, pattern_to_str, score
 from wordle_rl.environment.parser import parse
+from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history
 from wordle_rl.evaluation.audit import TrainingIndex, state_key
 from wordle_rl.models.embedded import load_model
@@ -437,12 +438,12 @@ def test_missed_states_are_where_the_greedy_move_could_not_score(trained_micro, 
         WordleGRPOConfig(output_dir="unused", moves_guided=1.5)
 
 
-def test_guided_moves_spell_only_fitting_words_that_are_not_held_out(
+def test_guided_moves_play_only_fitting_words_that_are_not_held_out(
     trained_micro, as_trainer, tmp_path
 ):
-    """With moves_guided a share of each group's moves is held to the allowed words that fit the
-    state's feedback (never a val or test answer): every such move that opens a guess writes one,
-    while the group's other moves stay free; the free moves' fitting rate is logged apart."""
+    """With moves_guided a share of each group's moves is held to turns that play an allowed word
+    that fits the state's feedback (never a val or test answer), in the very tokens the tokenizer
+    gives that turn, while the group's other moves stay free; the free moves' score is logged."""
     root, model_path = trained_micro
     model, tok = load_model(str(model_path), threads=1)
     rows = load_rl_rows(root / "rl")
@@ -454,19 +455,25 @@ def test_guided_moves_spell_only_fitting_words_that_are_not_held_out(
     torch.manual_seed(0)
     prompts = [[{"role": "system", "content": "", ROW_KEY: r}] for r in range(6) for _ in "abcd"]
     out = ro(prompts, as_trainer(model))
-    guided_written = 0
     for i, row in enumerate(ro.last_rows):
-        text = tok.decode(out["completion_ids"][i], skip_special_tokens=True)
+        if i % 4 >= 2:
+            continue
+        ids = out["completion_ids"][i]
         hist = as_history(row["history"])
-        pr = parse(text, ro.style, words=words, history=hist)
-        if i % 4 < 2 and "<guess>" in text:  # guided: a fitting allowed word, never held out
-            assert pr.ok and consistent_with(hist, pr.guess) and pr.guess not in val, text
-            assert out["move_fits"][i] == 1.0
-            guided_written += 1
-    assert guided_written >= 6
+        pr = parse(tok.decode(ids, skip_special_tokens=True), ro.style, words=words, history=hist)
+        assert pr.ok and consistent_with(hist, pr.guess) and pr.guess not in val
+        text = format_answer(ro.style, pr.guess)
+        assert ids == tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        assert out["move_fits"][i] == 1.0
     free = [f for i, f in enumerate(out["move_fits"]) if i % 4 >= 2]
     assert ro.last_stats["wordle/free_fits_rate"] == pytest.approx(sum(free) / len(free))
-    assert ro.last_stats["wordle/free_fits_rate"] < ro.last_stats["wordle/fits_rate"]
+    assert (
+        ro.last_stats["wordle/free_fits_rate"]
+        < ro.last_stats["wordle/fits_rate"]
+        == 0.5 + (sum(free) / len(free) / 2)
+    )
+    with pytest.raises(ValueError, match="has no fixed text for a turn"):
+        WordleGRPOConfig(output_dir="unused", moves_guided=0.5, think=True)
 
 
 @pytest.mark.parametrize("positive", [False, True])

@@ -293,6 +293,11 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             )
         if not 0.0 <= self.moves_guided <= 1.0:
             raise ValueError(f"moves_guided is a share, in [0, 1], got {self.moves_guided}")
+        if self.moves_guided and self.think:
+            raise ValueError(
+                "moves_guided holds moves to whole turns that play a fitting word, and a style "
+                "with <think> has no fixed text for a turn: use think=False"
+            )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")
         if self.eval_val_batch_size < 1:

@@ -19,10 +19,10 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    with ``moves_states="refused"`` among those where the greedy move was refused, if any, and
    with ``"missed"`` among those where it scored below 1 (refused, or ruled out by the feedback);
 3. ``num_generations`` moves are sampled there, one turn each; with ``moves_guided`` a share of
-   them is held to the allowed words that fit the feedback (never a val or test answer), drawn by
-   the policy's own probabilities over those words (eval's ``consistent`` decoding), so a group
-   holds fitting words the free policy seldom writes and the loss, which scores every move under
-   the free policy, raises them against the group's free moves;
+   them is held to turns that play an allowed word that fits the feedback (never a val or test
+   answer), in the tokens the tokenizer gives that turn, drawn by the policy's own probabilities
+   over them, so a group holds fitting words the free policy seldom writes and the loss, which
+   scores every move under the free policy, raises them against the group's free moves;
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it fits every feedback
    so far and is a public answer word (``fit_pays="allowed"``: any allowed word), 0 for a refused
    move (a non-word, a repeat, a bad format), and ``played_score`` (0 unless set) for another word
@@ -54,8 +54,9 @@ import numpy as np
 from wordle_rl.data.splits import held_out_answers
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
+from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
-from wordle_rl.models.decoding import GuessConstraint, fitting_prefixes
+from wordle_rl.models.decoding import TokenPaths, fitting_mask, path_table
 from wordle_rl.models.embedded import cache_argument, eval_mode
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
@@ -97,8 +98,8 @@ class MoveRollout(WordleRollout):
     decision of it, ``num_generations`` moves sampled there, each scored by :func:`move_fits`."""
 
     def _sample_moves(self, model, prefixes: list[list[int]], guides=None) -> list[list[int]]:
-        """One sampled turn after each token prefix, cut after its end-of-turn token; row ``i``'s
-        guess held to the texts of ``guides[i]`` (:class:`GuessConstraint`) unless it is ``None``.
+        """One sampled turn after each token prefix, cut after its end-of-turn token; row ``i``
+        held to the token paths of ``guides[i]`` (:class:`TokenPaths`) unless it is ``None``.
 
         A group's moves share their prefix: each distinct prefix is encoded once, and its KV cache
         is repeated for its rows before sampling (the prefill is most of a turn's compute)."""
@@ -112,8 +113,7 @@ class MoveRollout(WordleRollout):
         with eval_mode(model), torch.no_grad():
             cache = prefill_for_rows(model, seqs[:, :-1], attn[:, :-1], rows)
             seqs, attn = seqs[rows], attn[rows]
-            held = guides and any(x is not None for x in guides)
-            constraint = held and GuessConstraint(self.tok, self.style, seqs.shape[1], guides)
+            paths = any(guides or []) and TokenPaths(seqs.shape[1], guides, self.tok.eos_token_id)
             out = model.generate(
                 input_ids=seqs,
                 attention_mask=attn,
@@ -126,21 +126,25 @@ class MoveRollout(WordleRollout):
                 pad_token_id=self.tok.pad_token_id,
                 eos_token_id=self.tok.eos_token_id,
                 suppress_tokens=self._suppress or None,
-                logits_processor=LogitsProcessorList([constraint] if constraint else []),
+                logits_processor=LogitsProcessorList([paths] if paths else []),
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
 
-    def guide_sets(self, histories: list) -> list[set[str] | None]:
-        """Per history, the guess texts (:func:`fitting_prefixes`) of the allowed words that fit it
-        and are not val or test answers (``None``, a free row, where none does)."""
+    def guide_sets(self, histories: list) -> list[dict | None]:
+        """Per history, the :func:`path_table` of the turns (tokenized) that play an allowed word
+        that fits it and is not a val or test answer (``None``, a free row, where none does)."""
         if not hasattr(self, "_guide"):
             words = [w for w in self.ctx.words.allowed if w not in self._held_out()]
-            self._guide = (words, encode_words(words))
-        sets: dict[str, set[str] | None] = {}
+            ids = self.tok([format_answer(self.style, w) for w in words], add_special_tokens=False)
+            paths = [(*x, self.tok.eos_token_id) for x in ids["input_ids"]]
+            self._guide = (paths, encode_words(words))
+        paths, codes = self._guide
+        tables: dict[str, dict | None] = {}
         for h in histories:
-            if repr(h) not in sets:
-                sets[repr(h)] = fitting_prefixes(*self._guide, as_history(h), self.style) or None
-        return [sets[repr(h)] for h in histories]
+            if repr(h) not in tables:
+                fits = np.flatnonzero(fitting_mask(codes, as_history(h)))
+                tables[repr(h)] = path_table(paths[i] for i in fits) or None
+        return [tables[repr(h)] for h in histories]
 
     def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
         """:func:`~wordle_rl.training.soft_targets.guess_letter_ids` of the policy's tokenizer and
@@ -365,14 +369,13 @@ class MoveRollout(WordleRollout):
             for r, (_, h) in zip(group_rows, states)
             for _ in range(g)
         ]
+        free = [f for f, x in zip(fits, guided) if not x]
         self.last_stats.update(
             {
                 "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
                 "wordle/fits_rate": float(np.mean(fits)),
                 # the free policy's moves alone: what the guided ones teach it to write
-                "wordle/free_fits_rate": float(np.mean([f for f, x in zip(fits, guided) if not x]))
-                if not all(guided)
-                else float("nan"),
+                "wordle/free_fits_rate": float(np.mean(free)) if free else float("nan"),
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),
