@@ -13,6 +13,7 @@ from wordle_rl.data.sft_games import SftConfig, generate_sft
 from wordle_rl.data.splits import make_splits
 from wordle_rl.engine.solvers import EntropySolver
 from wordle_rl.environment.prompts import PromptStyle
+from wordle_rl.evaluation.decoding import GuessConstraint, guess_prefixes
 from wordle_rl.evaluation.evaluate import (
     EvalConfig,
     ModelPolicy,
@@ -21,7 +22,6 @@ from wordle_rl.evaluation.evaluate import (
     run_eval,
     wilson,
 )
-from wordle_rl.models.decoding import GuessConstraint, guess_prefixes
 from wordle_rl.models.embedded import build_tokenizer, load_model
 
 NT = PromptStyle("xml", think=False)
@@ -245,6 +245,8 @@ def test_solver_policy_metrics(words, sft_data):
     assert m["win_rate"] == 1.0 and m["format_error_rate"] == 0 and m["repeated_guess_rate"] == 0
     assert 2.5 < m["mean_guesses_on_wins"] < 4.5 and 0.9 < m["mean_info_gain_vs_best"] <= 1.0
     assert metrics([{"won": True, "turns": 1, "moves": []}])["win_rate"] == 1.0
+
+
 
 
 def test_wilson_interval():

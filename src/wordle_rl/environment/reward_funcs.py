@@ -25,7 +25,6 @@ from wordle_rl.environment.rewards import (
 )
 
 __all__ = [
-    "fits_reward",
     "make_reward_funcs",
     "win_reward",
     "format_reward",
@@ -113,17 +112,3 @@ REWARD_FUNCS = [
     info_gain_reward,
     invalid_move_reward,
 ]
-
-
-def fits_reward(completions, move_fits=None, **kwargs) -> list[float]:
-    """Whether each sampled move could still be the answer, computed by the moves rollout (TRL
-    reward-function form).
-
-    >>> fits_reward(["<guess>shake</guess>", "<guess>ahake</guess>"], move_fits=[1.0, 0.0])
-    [1.0, 0.0]
-    """
-    if move_fits is None:
-        raise ValueError("fits_reward scores move rollouts: it needs the rollout's move_fits")
-    if len(move_fits) != len(completions):
-        raise ValueError(f"{len(completions)} completions but {len(move_fits)} scores")
-    return [float(x) for x in move_fits]

@@ -55,7 +55,6 @@ __all__ = [
     "episode_components",
     "game_return",
     "move_fits",
-    "FIT_PAYS",
     "as_history",
     "completion_text",
     "default_context",
@@ -368,16 +367,10 @@ def game_return(won: bool, turns: int, max_turns: int = 6) -> float:
     return float(max_turns + 1 - turns if won else 0)
 
 
-FIT_PAYS = ("answers", "allowed")  # the words move_fits pays for fitting the feedback
-
-
-def move_fits(
-    guess: str | None, history, words: WordList, played: float = 0.0, pays: str = "answers"
-) -> float:
-    """1.0 when ``guess`` fits every feedback in ``history`` (it could still be the answer) and is a
-    word ``pays`` names: ``answers``, a public answer word; ``allowed``, any allowed word (the words
-    consistent decoding plays). ``played`` for any other word the game plays (an allowed word the
-    feedback rules out, or one ``pays`` leaves out: it costs a turn but earns feedback); 0.0 for a
+def move_fits(guess: str | None, history, words: WordList, played: float = 0.0) -> float:
+    """1.0 when ``guess`` is a public answer word that fits every feedback in ``history`` (it could
+    still be the answer); ``played`` for any other word the game plays (an allowed word the feedback
+    rules out, or one outside the answer list: it costs a turn but earns feedback); 0.0 for a
     refused move (``None``, or no allowed word). Fitting is found by re-scoring. It does not depend
     on which answer the game has, so every word that could still be the answer earns the same.
 
@@ -387,14 +380,9 @@ def move_fits(
     [1.0, 1.0, 0.0, 0.0, 0.0]
     >>> [move_fits(g, history, words, played=0.5) for g in ("shake", "snake", "ahake", None)]
     [1.0, 0.5, 0.0, 0.0]
-    >>> [move_fits("spake", history, words, pays=p) for p in ("answers", "allowed")]
-    [0.0, 1.0]
     """
-    if pays not in FIT_PAYS:
-        raise ValueError(f"pays must be one of {', '.join(FIT_PAYS)}, got {pays!r}")
     if guess is None or not words.is_allowed(guess):
         return 0.0
-    paid = pays == "allowed" or guess in words.answer_index
-    if paid and consistent_with(as_history(history), guess):
+    if guess in words.answer_index and consistent_with(as_history(history), guess):
         return 1.0
     return played

@@ -39,13 +39,13 @@ from wordle_rl.environment.env import EnvConfig, WordleEnv
 from wordle_rl.environment.prompts import DEFAULT_STYLE, PromptStyle, format_answer
 from wordle_rl.environment.rewards import RewardContext
 from wordle_rl.evaluation.audit import TrainingIndex, audit_games, audit_summary
-from wordle_rl.evaluation.stats import wilson
-from wordle_rl.evaluation.tables import report_markdown
-from wordle_rl.models.decoding import (
+from wordle_rl.evaluation.decoding import (
     GuessConstraint,
     fitting_prefixes,
     guess_prefixes,
 )
+from wordle_rl.evaluation.stats import wilson
+from wordle_rl.evaluation.tables import report_markdown
 
 __all__ = [
     "EvalConfig",

@@ -21,10 +21,10 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from wordle_rl.environment.prompts import PromptStyle
-from wordle_rl.environment.reward_funcs import fits_reward, make_reward_funcs
+from wordle_rl.environment.reward_funcs import make_reward_funcs
 from wordle_rl.environment.rewards import RewardWeights
 from wordle_rl.training.grpo_config import WordleGRPOConfig, vllm_missing
-from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout
+from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, fits_reward
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout
 from wordle_rl.training.shared_prompt import completion_logits, token_logps_and_entropies
 
@@ -57,9 +57,8 @@ def load_rl_rows(path: str | Path, splits: str | Path | None = None) -> list[dic
 class WordleGRPOTrainer(GRPOTrainer):
     """TRL's ``GRPOTrainer`` plus, when ``sft_batches`` is given, ``sft_coef`` times the SFT loss of
     one batch of solver games at every optimisation step (logged as ``sft/hard_loss`` and
-    ``sft/soft_loss``), advantages clamped at 0 with ``positive_advantages``; with
-    ``credit="expected"`` or ``"expected-log"`` the RL loss is the expected letter loss of the
-    moves rollout."""
+    ``sft/soft_loss``); with ``credit="expected"`` or ``"expected-log"`` the RL loss is the
+    expected letter loss of the moves rollout."""
 
     def __init__(self, *args, sft_batches=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -69,8 +68,6 @@ class WordleGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
-        if self.args.positive_advantages:
-            out["advantages"] = out["advantages"].clamp(min=0)
         if self.args.credit.startswith("expected"):
             # the letter sets travel with the batch to the loss
             width = out["completion_ids"].shape[1]

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from wordle_rl.environment.prompts import DEFAULT_STYLE
-from wordle_rl.environment.rewards import FIT_PAYS
 from wordle_rl.models.adapters import LoraFields
 from wordle_rl.models.prompt_record import model_style
 from wordle_rl.training.precision import PrecisionFields, resolve_precision
@@ -23,7 +22,7 @@ from wordle_rl.training.precision import PrecisionFields, resolve_precision
 __all__ = ["WordleGRPOConfig", "vllm_missing", "ROLLOUTS", "MOVES_STATES", "CREDITS"]
 
 ROLLOUTS = ("game", "moves", "tools")
-MOVES_STATES = ("any", "endgame", "recall", "refused", "missed")
+MOVES_STATES = ("any", "endgame", "recall", "refused")
 CREDITS = ("move", "expected", "expected-log")
 
 
@@ -164,9 +163,8 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "help": "moves: the states groups are drawn among: any (those where some answer word "
             "still fits), endgame (those where exactly one does, where the game has one; else "
             "as any), recall (those where exactly one does, pooled over all moves_games games "
-            "of the step; a group without one as endgame), refused (those where the greedy "
-            "move was refused: a non-word, a wrong length, a repeat; else as any) or missed "
-            "(those where it scored below 1: refused, or a word that cannot score; else as any)."
+            "of the step; a group without one as endgame) or refused (those where the greedy "
+            "move was refused: a non-word, a wrong length, a repeat; else as any)."
         },
     )
     moves_games: int | None = field(
@@ -202,31 +200,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             "answer (a word the feedback rules out, or one outside the answer list), from 0 (a "
             "refused move's score) up to below 1 (a fitting word's): it costs a turn, as a "
             "refused move does, but earns feedback."
-        },
-    )
-    fit_pays: str = field(
-        default="answers",
-        metadata={
-            "help": "moves: the fitting words that score 1: answers (public answer words) or "
-            "allowed (any allowed word that fits, the words consistent decoding plays); a val or "
-            "test answer never scores above played_score."
-        },
-    )
-    moves_guided: float = field(
-        default=0.0,
-        metadata={
-            "help": "moves: share of each group's moves sampled among the allowed words that fit "
-            "the feedback (never a val or test answer), by the policy's own probabilities over "
-            "them (eval's consistent decoding); the rest are sampled freely. The loss scores every "
-            "move under the free policy, so a fitting word it seldom writes gains probability."
-        },
-    )
-    positive_advantages: bool = field(
-        default=False,
-        metadata={
-            "help": "Clamp each completion's advantage at 0: those above their group's mean are "
-            "raised and none is lowered (filtered imitation of each group's better moves; with "
-            "moves_guided, of the fitting words the free policy misses)."
         },
     )
     sft_batch_size: int = field(default=32, metadata={"help": "SFT games per step for that loss."})
@@ -281,22 +254,6 @@ class WordleGRPOConfig(LoraFields, PrecisionFields, GRPOConfig):
             raise ValueError(
                 f"played_score must be in [0, 1): a played word that cannot be the answer scores "
                 f"below a fitting one, got {self.played_score}"
-            )
-        if self.fit_pays not in FIT_PAYS:
-            raise ValueError(
-                f"fit_pays must be one of {', '.join(FIT_PAYS)}, got {self.fit_pays!r}"
-            )
-        if self.fit_pays != "answers" and self.credit != "move":
-            raise ValueError(
-                f"fit_pays={self.fit_pays!r} needs credit='move': credit {self.credit!r} completes "
-                "letters to public answer words only"
-            )
-        if not 0.0 <= self.moves_guided <= 1.0:
-            raise ValueError(f"moves_guided is a share, in [0, 1], got {self.moves_guided}")
-        if self.moves_guided and self.think:
-            raise ValueError(
-                "moves_guided holds moves to whole turns that play a fitting word, and a style "
-                "with <think> has no fixed text for a turn: use think=False"
             )
         if self.moves_reuse < 1:
             raise ValueError(f"moves_reuse must be >= 1, got {self.moves_reuse}")

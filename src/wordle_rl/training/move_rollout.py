@@ -16,17 +16,12 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
    ``moves_games`` games per group and the groups' states are drawn among every decision of them
    where exactly one answer word fits, the recall states where held-out games are lost (never one
    whose word is a val or test answer of the splits file: the RL term never rewards writing one);
-   with ``moves_states="refused"`` among those where the greedy move was refused, if any, and
-   with ``"missed"`` among those where it scored below 1 (refused, or ruled out by the feedback);
-3. ``num_generations`` moves are sampled there, one turn each; with ``moves_guided`` a share of
-   them is held to turns that play an allowed word that fits the feedback (never a val or test
-   answer), in the tokens the tokenizer gives that turn, drawn by the policy's own probabilities
-   over them, so a group holds fitting words the free policy seldom writes and the loss, which
-   scores every move under the free policy, raises them against the group's free moves;
-4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it fits every feedback
-   so far and is a public answer word (``fit_pays="allowed"``: any allowed word), 0 for a refused
-   move (a non-word, a repeat, a bad format), and ``played_score`` (0 unless set) for another word
-   the game plays; a val or test answer never scores above ``played_score``.
+   with ``moves_states="refused"`` among those where the greedy move was refused, if any;
+3. ``num_generations`` moves are sampled there, one turn each;
+4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
+   word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
+   format), and ``played_score`` (0 unless set) for a word the game plays that the feedback rules
+   out.
 
 The reward reads the feedback, never the row's answer: every word that could still be the answer
 earns the same, so no answer word is preferred to another. (A return paid for the row's answer also
@@ -54,9 +49,7 @@ import numpy as np
 from wordle_rl.data.splits import held_out_answers
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.parser import parse
-from wordle_rl.environment.prompts import format_answer
 from wordle_rl.environment.rewards import as_history, move_fits
-from wordle_rl.models.decoding import TokenPaths, fitting_mask, path_table
 from wordle_rl.models.embedded import cache_argument, eval_mode
 from wordle_rl.training.letter_ids import LETTERS, find_last, guess_letter_ids
 from wordle_rl.training.rollout import ROW_KEY, WordleRollout, left_pad, move_error_rates
@@ -64,9 +57,23 @@ from wordle_rl.training.shared_prompt import prefill_for_rows
 
 HELD_OUT = -1  # the fitting count of a state whose one fitting word is a val or test answer
 
-__all__ = ["MoveRollout", "decision_prefixes", "RECALL_STATES_DIR"]
+__all__ = ["MoveRollout", "fits_reward", "decision_prefixes", "RECALL_STATES_DIR"]
 
 RECALL_STATES_DIR = "rl_recall_states"  # under the run's output_dir: what the RL term taught
+
+
+def fits_reward(completions, move_fits=None, **kwargs) -> list[float]:
+    """Whether each sampled move could still be the answer, computed by :class:`MoveRollout` (TRL
+    reward-function form).
+
+    >>> fits_reward(["<guess>shake</guess>", "<guess>ahake</guess>"], move_fits=[1.0, 0.0])
+    [1.0, 0.0]
+    """
+    if move_fits is None:
+        raise ValueError("fits_reward scores move rollouts: it needs the rollout's move_fits")
+    if len(move_fits) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(move_fits)} scores")
+    return [float(x) for x in move_fits]
 
 
 def decision_prefixes(game: dict, row: dict) -> list[tuple[list[int], list]]:
@@ -97,14 +104,12 @@ class MoveRollout(WordleRollout):
     """The ``rollout_func`` of ``rollout="moves"``: per group, a game of the policy's own, one drawn
     decision of it, ``num_generations`` moves sampled there, each scored by :func:`move_fits`."""
 
-    def _sample_moves(self, model, prefixes: list[list[int]], guides=None) -> list[list[int]]:
-        """One sampled turn after each token prefix, cut after its end-of-turn token; row ``i``
-        held to the token paths of ``guides[i]`` (:class:`TokenPaths`) unless it is ``None``.
+    def _sample_moves(self, model, prefixes: list[list[int]]) -> list[list[int]]:
+        """One sampled turn after each token prefix, cut after its end-of-turn token.
 
         A group's moves share their prefix: each distinct prefix is encoded once, and its KV cache
         is repeated for its rows before sampling (the prefill is most of a turn's compute)."""
         import torch
-        from transformers import LogitsProcessorList
 
         starts = [i == 0 or p != prefixes[i - 1] for i, p in enumerate(prefixes)]
         rows = torch.as_tensor(np.cumsum(starts) - 1, device=model.device)
@@ -113,7 +118,6 @@ class MoveRollout(WordleRollout):
         with eval_mode(model), torch.no_grad():
             cache = prefill_for_rows(model, seqs[:, :-1], attn[:, :-1], rows)
             seqs, attn = seqs[rows], attn[rows]
-            paths = any(guides or []) and TokenPaths(seqs.shape[1], guides, self.tok.eos_token_id)
             out = model.generate(
                 input_ids=seqs,
                 attention_mask=attn,
@@ -126,25 +130,8 @@ class MoveRollout(WordleRollout):
                 pad_token_id=self.tok.pad_token_id,
                 eos_token_id=self.tok.eos_token_id,
                 suppress_tokens=self._suppress or None,
-                logits_processor=LogitsProcessorList([paths] if paths else []),
             )
         return [self._cut(x)[0] for x in out[:, seqs.shape[1] :].tolist()]
-
-    def guide_sets(self, histories: list) -> list[dict | None]:
-        """Per history, the :func:`path_table` of the turns (tokenized) that play an allowed word
-        that fits it and is not a val or test answer (``None``, a free row, where none does)."""
-        if not hasattr(self, "_guide"):
-            words = [w for w in self.ctx.words.allowed if w not in self._held_out()]
-            ids = self.tok([format_answer(self.style, w) for w in words], add_special_tokens=False)
-            paths = [(*x, self.tok.eos_token_id) for x in ids["input_ids"]]
-            self._guide = (paths, encode_words(words))
-        paths, codes = self._guide
-        tables: dict[str, dict | None] = {}
-        for h in histories:
-            if repr(h) not in tables:
-                fits = np.flatnonzero(fitting_mask(codes, as_history(h)))
-                tables[repr(h)] = path_table(paths[i] for i in fits) or None
-        return [tables[repr(h)] for h in histories]
 
     def _letter_table(self) -> tuple[tuple[int, ...], list[list[int]]]:
         """:func:`~wordle_rl.training.soft_targets.guess_letter_ids` of the policy's tokenizer and
@@ -234,11 +221,11 @@ class MoveRollout(WordleRollout):
 
     def _draw(self, counts: list[int], errors: list | None = None) -> int:
         """A decision drawn at random among those where some answer word fits (with
-        ``moves_states`` endgame or recall among those where exactly one fits, with refused or
-        missed among those whose greedy move was, ``errors[i]``, if any); if none does, among
-        those where none fits, and a held-out recall state only when nothing else is left."""
+        ``moves_states`` endgame or recall among those where exactly one fits, with refused among
+        those whose greedy move, ``errors[i]``, was refused, if any); if none does, among those
+        where none fits, and a held-out recall state only when nothing else is left."""
         open_ = [i for i, c in enumerate(counts) if c > 0]
-        if self.cfg.moves_states in ("refused", "missed") and errors is not None:
+        if self.cfg.moves_states == "refused" and errors is not None:
             open_ = [i for i, c in enumerate(counts) if c != HELD_OUT and errors[i]] or open_
         elif self.cfg.moves_states != "any":
             open_ = [i for i in open_ if counts[i] == 1] or open_
@@ -250,11 +237,7 @@ class MoveRollout(WordleRollout):
         no answer word fits, late in a game on an outside word, scores every move 0), the game's
         :func:`decision_prefixes`, and the number of answer words that fit at ``k``."""
         decisions, counts = self._fit_counts(game, row)
-        errors = game.get("errors")
-        if self.cfg.moves_states == "missed":
-            moves = zip(game["moves"], decisions)
-            errors = [self._pays(g if p is not None else None, h) < 1 for (g, p), (_, h) in moves]
-        k = self._draw(counts, errors)
+        k = self._draw(counts, game.get("errors"))
         return k, decisions, counts[k]
 
     def draw_states(self, games: list[dict], rows: list[dict], n: int) -> list[tuple]:
@@ -297,19 +280,13 @@ class MoveRollout(WordleRollout):
                 f.writelines(lines)
         return len(lines)
 
-    def _pays(self, guess: str | None, history: list) -> float:
-        """:func:`move_fits` of a played ``guess`` (``None``: refused) with this run's scores, a val
-        or test answer held to ``played_score``."""
-        cfg = self.cfg
-        score = move_fits(guess, history, self.ctx.words, cfg.played_score, cfg.fit_pays)
-        return min(score, cfg.played_score) if guess in self._held_out() else score
-
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
-        """The move's :meth:`_pays` and the game's refusal code for it (``None``: played)."""
+        """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
         text = self.tok.decode(ids, skip_special_tokens=True)
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
-        return self._pays(pr.guess if pr.ok else None, hist), pr.error
+        score = move_fits(pr.guess if pr.ok else None, hist, self.ctx.words, self.cfg.played_score)
+        return score, pr.error
 
     def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
         """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
@@ -349,11 +326,8 @@ class MoveRollout(WordleRollout):
         taught = [h for (_, h), n in zip(states, n_fit) if n != HELD_OUT]
         self.record_recall(taught, trainer.args.output_dir)
         prefixes = [ids for ids, _ in states for _ in range(g)]
-        guided = [i % g < round(g * self.cfg.moves_guided) for i in range(len(prefixes))]
-        guides = self.guide_sets([h for _, h in states]) if any(guided) else []
-        guides = [guides[i // g] if x else None for i, x in enumerate(guided)]
         t_states = time.perf_counter()
-        moves = self._sample_moves(model, prefixes, guides)
+        moves = self._sample_moves(model, prefixes)
         t_sample = time.perf_counter()
         scored = [self._score(m, states[i // g][1]) for i, m in enumerate(moves)]
         fits = [0.0 if h else s for h, (s, _) in zip(held, scored)]
@@ -369,13 +343,10 @@ class MoveRollout(WordleRollout):
             for r, (_, h) in zip(group_rows, states)
             for _ in range(g)
         ]
-        free = [f for f, x in zip(fits, guided) if not x]
         self.last_stats.update(
             {
                 "wordle/zero_spread_share": float(np.mean([s == 0 for s in spread])),
                 "wordle/fits_rate": float(np.mean(fits)),
-                # the free policy's moves alone: what the guided ones teach it to write
-                "wordle/free_fits_rate": float(np.mean(free)) if free else float("nan"),
                 "wordle/state_after_refusal": float(np.mean(refused)),
                 "wordle/state_depth": float(np.mean([len(h) for _, h in states])),
                 "wordle/state_sole_fit": float(np.mean([c == 1 for c in n_fit])),

@@ -5,10 +5,7 @@
     model.generate(..., logits_processor=LogitsProcessorList([processor]))
 
 The processor lets a row spell, inside its open guess tag, only words of that row's set, and end
-the turn once the tag is closed; it works with any tokenizer. :class:`TokenPaths` is the strict
-twin that training samples with: a row may write only the token ids of one of its paths (each a
-whole turn, tokenized as the model writes it), so a sampled move is never spelt in tokens the
-model would not use.
+the turn once the tag is closed; it works with any tokenizer.
 """
 
 from __future__ import annotations
@@ -21,14 +18,7 @@ from wordle_rl.engine.game import score_pairs
 from wordle_rl.engine.words import encode_words
 from wordle_rl.environment.prompts import PromptStyle
 
-__all__ = [
-    "GuessConstraint",
-    "TokenPaths",
-    "path_table",
-    "guess_prefixes",
-    "fitting_mask",
-    "fitting_prefixes",
-]
+__all__ = ["GuessConstraint", "guess_prefixes", "fitting_prefixes"]
 
 
 @lru_cache(maxsize=8)
@@ -93,41 +83,6 @@ class GuessConstraint:
         return scores
 
 
-def path_table(paths) -> dict[tuple[int, ...], list[int]]:
-    """Every proper prefix of the token-id ``paths`` mapped to the ids that may follow it.
-
-    >>> path_table([(5, 6, 2), (5, 7, 2)])
-    {(): [5], (5,): [6, 7], (5, 6): [2], (5, 7): [2]}
-    """
-    nxt: dict[tuple[int, ...], set[int]] = {}
-    for path in paths:
-        for i in range(len(path)):
-            nxt.setdefault(tuple(path[:i]), set()).add(path[i])
-    return {k: sorted(v) for k, v in nxt.items()}
-
-
-class TokenPaths:
-    """``LogitsProcessor``: row ``b`` writes, from ``prompt_len`` on, only the token ids of a path
-    of ``tables[b]`` (a :func:`path_table`; ``None``: a free row), ending with the path's last id
-    (its end-of-turn), so the model's own tokenization of a permitted turn is the only one drawn.
-    A row whose tokens leave every path (only a free row can) may only end its turn."""
-
-    def __init__(self, prompt_len: int, tables: list[dict | None], eos: int):
-        self.prompt_len, self.tables, self.eos = prompt_len, tables, eos
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        for b, table in enumerate(self.tables):
-            if table is None:
-                continue
-            ok = table.get(tuple(input_ids[b, self.prompt_len :].tolist()), [self.eos])
-            mask = torch.full_like(scores[b], float("-inf"))
-            mask[ok] = 0
-            scores[b] = scores[b] + mask
-        return scores
-
-
 def guess_prefixes(words_iter, style: PromptStyle) -> set[str]:
     """Every prefix of each word written as ``style`` writes a guess, its closing tag included:
     the texts a guess may spell."""
@@ -140,23 +95,10 @@ def guess_prefixes(words_iter, style: PromptStyle) -> set[str]:
     return out
 
 
-def fitting_mask(encoded: np.ndarray, history) -> np.ndarray:
-    """Which of the words ``encoded`` (:func:`encode_words`) fit every scored guess of ``history``
-    (``(guess, pattern)`` pairs), found by re-scoring.
-
-    >>> from wordle_rl.engine.game import score
-    >>> fitting_mask(encode_words(["crane", "crank"]), [("crane", score("crane", "crank"))])
-    array([False,  True])
-    """
-    ok = np.ones(len(encoded), dtype=bool)
-    for g, p in history:
-        ok &= score_pairs(np.broadcast_to(encode_words([g]), encoded.shape), encoded) == p
-    return ok
-
-
 def fitting_prefixes(allowed, encoded: np.ndarray, history, style: PromptStyle) -> set[str]:
     """The prefixes (:func:`guess_prefixes`) of the allowed words that fit every scored guess of
-    ``history`` (:func:`fitting_mask`); ``encoded`` is ``encode_words(allowed)``.
+    ``history`` (``(guess, pattern)`` pairs), found by re-scoring; ``encoded`` is
+    ``encode_words(allowed)``.
 
     >>> from wordle_rl.engine.game import score
     >>> words, brackets = ["crane", "crank", "trace"], PromptStyle("brackets")
@@ -165,5 +107,7 @@ def fitting_prefixes(allowed, encoded: np.ndarray, history, style: PromptStyle) 
     >>> sorted(x for x in p if x.endswith("]"))
     ['crank]']
     """
-    ok = fitting_mask(encoded, history)
+    ok = np.ones(len(allowed), dtype=bool)
+    for g, p in history:
+        ok &= score_pairs(np.broadcast_to(encode_words([g]), encoded.shape), encoded) == p
     return guess_prefixes((allowed[i] for i in np.flatnonzero(ok)), style)
