@@ -183,12 +183,6 @@ def test_grpo_with_move_rollouts_trains(trained_micro):
         WordleGRPOConfig(output_dir="unused", credit="letter")
 
 
-
-
-
-
-
-
 @pytest.mark.parametrize("credit", ["expected", "expected-log"])
 def test_expected_letter_loss_is_minus_the_chance_of_a_completable_letter(trained_micro, credit):
     """credit="expected": the batch carries each move's allowed letters (from the same letter sets
@@ -409,3 +403,19 @@ def test_recall_states_are_recorded_for_the_audit(trained_micro, tmp_path):
     assert index.rows == 1 and index.words == {"dowel"}
     assert index.imitated(state_key(histories[4]), "dowel")
     assert not index.imitated(state_key(histories[3]), "dowel")
+
+
+def test_a_held_out_answer_is_never_paid_as_a_fitting_word(trained_micro, tmp_path):
+    """A sampled move that writes a val or test answer scores as a played word that cannot be the
+    answer, even where it fits: the RL term never rewards writing one."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    Splits(0, (0.8, 0.1, 0.1), train=["shame"], val=["shake"], test=[]).save(tmp_path / "s.json")
+    history = [["crane", "XXGXG"]]  # SHAKE and SHAME both fit
+    for splits, held in ((tmp_path / "s.json", 0.25), (tmp_path / "none.json", 1.0)):
+        ro = MoveRollout(_cfg(root, splits=str(splits), played_score=0.25), [], tok)
+        scored = {
+            w: ro._score(tok.encode(f"<guess>{w}</guess>", add_special_tokens=False), history)
+            for w in ("shake", "shame", "snake")
+        }
+        assert scored == {"shake": (held, None), "shame": (1.0, None), "snake": (0.25, None)}

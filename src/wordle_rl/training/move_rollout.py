@@ -21,7 +21,7 @@ refuses again. Each group of ``num_generations`` completions is built at one suc
 4. each move earns :func:`wordle_rl.environment.rewards.move_fits`: 1 when it is a public answer
    word that fits every feedback so far, 0 for a refused move (a non-word, a repeat, a bad
    format), and ``played_score`` (0 unless set) for a word the game plays that the feedback rules
-   out.
+   out, or for a val or test answer of the splits file even where it fits.
 
 The reward reads the feedback, never the row's answer: every word that could still be the answer
 earns the same, so no answer word is preferred to another. (A return paid for the row's answer also
@@ -281,12 +281,14 @@ class MoveRollout(WordleRollout):
         return len(lines)
 
     def _score(self, ids: list[int], history: list) -> tuple[float, str | None]:
-        """The move's :func:`move_fits` and the game's refusal code for it (``None``: played)."""
+        """The move's :func:`move_fits`, a val or test answer held to ``played_score`` (never paid
+        as a fitting word), and the game's refusal code for it (``None``: played)."""
         hist = as_history(history)
         text = self.tok.decode(ids, skip_special_tokens=True)
         pr = parse(text, self.style, words=self.ctx.words, history=hist, hard=self.cfg.hard)
-        score = move_fits(pr.guess if pr.ok else None, hist, self.ctx.words, self.cfg.played_score)
-        return score, pr.error
+        guess, played = (pr.guess if pr.ok else None), self.cfg.played_score
+        score = move_fits(guess, hist, self.ctx.words, played)
+        return (min(score, played) if guess in self._held_out() else score), pr.error
 
     def _round(self, model, group_rows: list[int]) -> tuple[list[tuple], dict]:
         """One round of greedy games for ``moves_reuse`` steps of ``len(group_rows)`` groups each:
