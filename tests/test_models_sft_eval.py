@@ -221,6 +221,37 @@ def test_missing_model_is_a_clear_error(tmp_path):
         load_model(str(tmp_path / "nothing"))
 
 
+def test_a_lora_checkpoint_loads_on_its_base_with_its_adapters_merged(micro, tmp_path):
+    from wordle_rl.models.adapters import LoraFields, add_lora
+
+    model, tok = load_model(str(micro), threads=1)
+    peft = add_lora(model, LoraFields(lora=True, lora_r=4))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # adapters that change the outputs (fresh ones add nothing)
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.05, generator=g)
+    ckpt = tmp_path / "run" / "checkpoint-3"
+    peft.save_pretrained(ckpt)
+    tok.save_pretrained(ckpt)
+    ids = tok("CRANE -> X Y G X X", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        want = peft(input_ids=ids).logits
+        loaded, loaded_tok = load_model(str(ckpt), threads=1)
+        got = loaded(input_ids=ids).logits
+        plain = load_model(str(micro), threads=1)[0](input_ids=ids).logits
+    assert not hasattr(loaded, "peft_config")  # merged: a plain model, as a final folder is
+    assert torch.allclose(got, want, atol=1e-4) and not torch.allclose(plain, want, atol=1e-3)
+    assert loaded_tok("CRANE")["input_ids"] == tok("CRANE")["input_ids"]
+
+    config = ckpt / "adapter_config.json"
+    record = json.loads(config.read_text())
+    record["base_model_name_or_path"] = str(tmp_path / "moved")
+    config.write_text(json.dumps(record))
+    with pytest.raises(FileNotFoundError, match="LoRA adapters of the model .*moved.*does not"):
+        load_model(str(ckpt), threads=1)
+
+
 def test_untrained_model_reports_real_low_numbers(micro, words, tmp_path, sft_data):
     _, splits, _ = sft_data
     model, tok = load_model(str(micro), threads=1)
@@ -245,8 +276,6 @@ def test_solver_policy_metrics(words, sft_data):
     assert m["win_rate"] == 1.0 and m["format_error_rate"] == 0 and m["repeated_guess_rate"] == 0
     assert 2.5 < m["mean_guesses_on_wins"] < 4.5 and 0.9 < m["mean_info_gain_vs_best"] <= 1.0
     assert metrics([{"won": True, "turns": 1, "moves": []}])["win_rate"] == 1.0
-
-
 
 
 def test_wilson_interval():

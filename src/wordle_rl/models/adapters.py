@@ -8,12 +8,14 @@ Every trained folder is a plain model (adapters merged into the weights), so eva
 ``watch`` load what SFT wrote the way they load the model it started from. ``lora_layers`` puts
 adapters on the last N transformer layers only: backward then stops at the first of them, so a step
 costs less (on SmolLM2-135M with 2 CPU threads, adapters on the last 10 of 30 layers train 1.6x the
-tokens per second of adapters on all 30).
+tokens per second of adapters on all 30). A training run's ``checkpoint-N`` folders hold the
+adapters alone; :func:`adapter_base` names the model they load on, merged, for evaluation.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +23,7 @@ __all__ = [
     "LoraFields",
     "LINEAR_MODULES",
     "add_lora",
+    "adapter_base",
     "save_whole",
     "layer_count",
     "weights_dtype",
@@ -84,6 +87,39 @@ def add_lora(model, settings: LoraFields):
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, config)
+
+
+def adapter_base(folder: str | Path) -> str | None:
+    """The base model a folder of LoRA adapters alone (a training run's ``checkpoint-N``) was
+    trained on, or None for any other folder. The base must still exist: a checkpoint names it by
+    the path it had when the run started.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> adapter_base(d) is None
+    True
+    >>> _ = (d / "adapter_config.json").write_text('{"base_model_name_or_path": "/no/such/base"}')
+    >>> adapter_base(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: ...: LoRA adapters of the model '/no/such/base', which does not exist...
+    """
+    folder = Path(folder)
+    config = folder / "adapter_config.json"
+    if not config.is_file() or (folder / "config.json").is_file():
+        return None
+    try:
+        base = json.loads(config.read_text())["base_model_name_or_path"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise FileNotFoundError(f"{config}: not a PEFT adapter config ({e})") from e
+    if not isinstance(base, str) or not base:
+        raise FileNotFoundError(f"{config}: names no base model (base_model_name_or_path)")
+    hub_id = base.count("/") == 1 and not base.startswith((".", "/")) and not Path(base).exists()
+    if not (Path(base).is_dir() or hub_id):
+        raise FileNotFoundError(
+            f"{folder}: LoRA adapters of the model {base!r}, which does not exist here; load "
+            "the run's final model folder instead, or put the base model back at that path"
+        )
+    return str(base)
 
 
 def save_whole(model, tok, out: str | Path) -> Path:

@@ -302,12 +302,22 @@ def load_model(
             "bfloat16": torch.bfloat16,
             "float16": torch.float16,
         }[dtype]
+    from wordle_rl.models.adapters import adapter_base
+
+    base = adapter_base(name_or_path)  # a LoRA checkpoint of a training run: its base + adapters
+    weights = base or name_or_path
     try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        attn = attention_for(AutoConfig.from_pretrained(name_or_path), dev)
-        model = AutoModelForCausalLM.from_pretrained(
-            name_or_path, dtype=torch_dtype, attn_implementation=attn
+        tok = AutoTokenizer.from_pretrained(
+            name_or_path if not base or _has_tokenizer(local) else base
         )
+        attn = attention_for(AutoConfig.from_pretrained(weights), dev)
+        model = AutoModelForCausalLM.from_pretrained(
+            weights, dtype=torch_dtype, attn_implementation=attn
+        )
+        if base:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, name_or_path).merge_and_unload()
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {name_or_path!r}: {e}") from e
     except SafetensorError as e:  # a truncated or overwritten weights file
@@ -359,6 +369,10 @@ def eval_mode(model):
     finally:
         if was_training:
             model.train()
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / "tokenizer_config.json").is_file()
 
 
 def _looks_like_hub_id(name: str) -> bool:
