@@ -14,6 +14,7 @@ from wordle_rl.environment.rewards import as_history
 from wordle_rl.evaluation.audit import TrainingIndex, state_key
 from wordle_rl.models.embedded import load_model
 from wordle_rl.training.grpo import WordleGRPOConfig, load_rl_rows, run_grpo
+from wordle_rl.training.letter_ids import LETTERS
 from wordle_rl.training.move_rollout import RECALL_STATES_DIR, MoveRollout, decision_prefixes
 from wordle_rl.training.rollout import ROW_KEY
 
@@ -419,3 +420,20 @@ def test_a_held_out_answer_is_never_paid_as_a_fitting_word(trained_micro, tmp_pa
             for w in ("shake", "shame", "snake")
         }
         assert scored == {"shake": (held, None), "shame": (1.0, None), "snake": (0.25, None)}
+
+
+def test_the_letter_credit_never_counts_a_held_out_answer_as_completable(trained_micro, tmp_path):
+    """credit="expected": a letter that completes the guess only to a val or test answer of the
+    splits file earns no credit, as writing that answer earns no score."""
+    root, model_path = trained_micro
+    _, tok = load_model(str(model_path), threads=1)
+    Splits(0, (0.8, 0.1, 0.1), train=["shame"], val=["shake"], test=[]).save(tmp_path / "s.json")
+    history = [["crane", "XXGXG"]]  # SHAKE, SHAME, SHAPE, SHADE, ... fit
+    move = tok.encode("<guess>shake</guess>", add_special_tokens=False)
+    k, m = LETTERS.index("k"), LETTERS.index("m")
+    for splits, k_credited in ((tmp_path / "s.json", False), (tmp_path / "none.json", True)):
+        ro = MoveRollout(_cfg(root, splits=str(splits), credit="expected"), [], tok)
+        (sets,) = ro.letter_sets([move], [history])
+        fourth = sets[3][1]  # the letters that may follow "sha"
+        assert bool(fourth[k]) == k_credited and fourth[m]
+        assert len(sets) == (5 if k_credited else 4)  # credit stops at the first breaking letter

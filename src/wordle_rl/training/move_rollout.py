@@ -33,9 +33,9 @@ the SFT loss pull the same way.
 Credit (``credit``): ``move`` gives every token of a move GRPO's group advantage of its score.
 ``expected`` and ``expected-log`` (for a tokenizer that spells a guess one letter per token) replace
 the sampled advantage by the exact chance, summed over the alphabet, that each letter of the move
-keeps the word completable to a public answer word that fits the feedback (its log for
-``expected-log``): the letters up to the first that breaks the move are credited, the format tokens
-are not.
+keeps the word completable to a public answer word that fits the feedback, never a val or test
+answer (its log for ``expected-log``): the letters up to the first that breaks the move are
+credited, the format tokens are not.
 """
 
 from __future__ import annotations
@@ -138,6 +138,8 @@ class MoveRollout(WordleRollout):
         style, worked out once (with the answer words' letter codes)."""
         if not hasattr(self, "_table"):
             self._codes = encode_words(self.ctx.words.answers)
+            held = self._held_out()
+            self._open = np.array([w not in held for w in self.ctx.words.answers], dtype=bool)
             self._table = guess_letter_ids(
                 self.tok,
                 self.style,
@@ -156,7 +158,8 @@ class MoveRollout(WordleRollout):
     def letter_sets(self, moves, histories) -> list[list[tuple[int, np.ndarray]] | None]:
         """For each move, ``[(index in the move, allowed)]`` for its letters up to the first that
         breaks it: ``allowed[l]`` says whether the word so far plus letter ``l`` can still become
-        a public answer word that fits the history (``None``: the move has no guess tag)."""
+        a public answer word that fits the history, never a val or test answer of the splits file
+        (``None``: the move has no guess tag)."""
         tables = self._letter_table()[1]
         letter_of = [{t: k for k, t in enumerate(row)} for row in tables]
         fitting: dict[str, np.ndarray] = {}
@@ -168,7 +171,8 @@ class MoveRollout(WordleRollout):
                 continue
             hist = as_history(history)
             if repr(hist) not in fitting:
-                fitting[repr(hist)] = self._codes[self.ctx.candidates(hist)]
+                idx = self.ctx.candidates(hist)
+                fitting[repr(hist)] = self._codes[idx[self._open[idx]]]
             codes, sets = fitting[repr(hist)], []
             for j in range(min(self.ctx.words.length, len(move) - start)):
                 if not len(codes):
