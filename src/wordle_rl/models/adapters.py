@@ -113,9 +113,8 @@ def adapter_base(folder: str | Path) -> str | None:
         raise FileNotFoundError(f"{config}: not a PEFT adapter config ({e})") from e
     if not isinstance(base, str) or not base:
         raise FileNotFoundError(f"{config}: names no base model (base_model_name_or_path)")
-    from wordle_rl.models.embedded import _looks_like_hub_id
-
-    if not (Path(base).is_dir() or _looks_like_hub_id(base) and not Path(base).exists()):
+    hub_id = base.count("/") == 1 and not base.startswith((".", "/")) and not Path(base).exists()
+    if not (Path(base).is_dir() or hub_id):
         raise FileNotFoundError(
             f"{folder}: LoRA adapters of the model {base!r}, which does not exist here; load "
             "the run's final model folder instead, or put the base model back at that path"
